@@ -1,5 +1,5 @@
 """Convert a percent-format script (`# %%` code cells, `# %% [markdown]` prose cells) into a notebook."""
-import sys, re, json
+import sys, re, json, hashlib
 from pathlib import Path
 
 
@@ -30,6 +30,8 @@ def convert(text):
         elif kind is not None: lines.append(line)
     if kind is not None:
         c = _cell(kind, lines); c["metadata"].update(meta); cells.append(c)
+    for i, c in enumerate(cells):  # stable ids, so exported modules do not change between conversions
+        c["id"] = hashlib.sha1(f"{i}:{c['source']}".encode()).hexdigest()[:8]
     return {"cells": cells, "metadata": {"kernelspec": {"display_name": "python3", "language": "python", "name": "python3"}},
             "nbformat": 4, "nbformat_minor": 5}
 
