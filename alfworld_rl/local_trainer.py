@@ -42,7 +42,7 @@ def token_losses(loss_fn: str, logprobs: torch.Tensor, old_logprobs: torch.Tenso
     if loss_fn == "cispo": return -clipped.detach() * logprobs * advantages
     raise ValueError(f"loss {loss_fn!r} is not supported by the local backend; use one of {', '.join(SUPPORTED_LOSSES)}")
 
-# %% ../nbs/22_local_trainer.ipynb #7ae10edb
+# %% ../nbs/22_local_trainer.ipynb #063379ee
 def target_logprobs(causal_lm, inputs: list[list[int]], targets: list[torch.Tensor], pad_id: int = 0,
                     chunk_elems: int = 2**24) -> list[torch.Tensor]:
     "Logprob of each target under `causal_lm` for every (input, target) pair, as float32 tensors (-100 -> 0)."
@@ -55,8 +55,8 @@ def target_logprobs(causal_lm, inputs: list[list[int]], targets: list[torch.Tens
     for i, (x, t) in enumerate(zip(inputs, targets)):
         ids[i, :len(x)] = torch.tensor(x, device=dev); mask[i, :len(x)] = 1
         tgt[i, :len(x)] = t.to(dev).clamp_min(0)
-    backbone = getattr(causal_lm, causal_lm.base_model_prefix)
-    head = causal_lm.get_output_embeddings()
+    lm = causal_lm.get_base_model() if hasattr(causal_lm, "get_base_model") else causal_lm   # unwrap peft
+    backbone, head = getattr(lm, lm.base_model_prefix), lm.get_output_embeddings()
     hidden = backbone(input_ids=ids, attention_mask=mask if B > 1 else None).last_hidden_state
 
     def chunk_lp(h, t): return head(h).float().log_softmax(-1).gather(-1, t[..., None])[..., 0]
