@@ -11,9 +11,9 @@ from pathlib import Path
 from .core import UserError, canonicalize_action, patch_textworld
 
 # %% auto #0
-__all__ = ['TASK_PREFIX', 'HIDDEN_COMMANDS', 'MAX_IDLE_ENVS', 'BranchStart', 'StepResult', 'EnvError', 'EnvWorkerError',
-           'EnvArgumentError', 'split_intro', 'visible_commands', 'BranchEnv', 'default_num_workers', 'EnvPool',
-           'get_env_pool', 'close_env_pool', 'EnvGroup']
+__all__ = ['TASK_PREFIX', 'HIDDEN_COMMANDS', 'MAX_IDLE_ENVS', 'MAX_PARSE_CACHE', 'BranchStart', 'StepResult', 'EnvError',
+           'EnvWorkerError', 'EnvArgumentError', 'split_intro', 'visible_commands', 'cache_textgen_parsing',
+           'BranchEnv', 'default_num_workers', 'EnvPool', 'get_env_pool', 'close_env_pool', 'EnvGroup']
 
 # %% ../nbs/04_env.ipynb #886bf626
 TASK_PREFIX = "Your task is to:"
@@ -62,8 +62,29 @@ def visible_commands(commands) -> list[str]:
     "The admissible commands without the ones we never show (`help`)."
     return [c for c in commands if c not in HIDDEN_COMMANDS]
 
-# %% ../nbs/04_env.ipynb #d380bc62
+# %% ../nbs/04_env.ipynb #8acde5b7
 MAX_IDLE_ENVS = 64          # environments a worker keeps for reuse after their branch closes
+MAX_PARSE_CACHE = 50_000    # grammar templates a worker keeps parsed
+
+def cache_textgen_parsing() -> bool:
+    "Memoize TextWorld's parsing of grammar templates in this process (idempotent); True when in place."
+    from copy import deepcopy
+    from textworld.envs.pddl import textgen
+    if getattr(textgen._parse_and_convert, "_alfworld_rl_cached", False): return True
+    parse_uncached, cache = textgen._parse_and_convert, {}
+
+    def parse_and_convert(text, rule_name=None, **kwargs):
+        "Parse `text` once; hand out deep copies (callers attach their own context to the symbols)."
+        if kwargs.get("trace") or not isinstance(text, str): return parse_uncached(text, rule_name=rule_name, **kwargs)
+        key = (text, rule_name)
+        if key not in cache:
+            if len(cache) >= MAX_PARSE_CACHE: cache.clear()
+            cache[key] = parse_uncached(text, rule_name=rule_name)
+        return deepcopy(cache[key])
+
+    parse_and_convert._alfworld_rl_cached = True
+    textgen._parse_and_convert = parse_and_convert
+    return True
 
 def _import_alfworld(module: str):
     "Import an `alfworld` module without letting it change `$ALFWORLD_DATA` in this process."
@@ -115,12 +136,14 @@ def _serve(envs: dict, idle: list, op: str, branch, args):
     if op == "info":
         from textworld.envs.pddl import textgen
         return {"pid": os.getpid(), "patched": bool(getattr(textgen.EvalSymbol.derive, "_alfworld_rl_patched", False)),
+                "parse_cache": bool(getattr(textgen._parse_and_convert, "_alfworld_rl_cached", False)),
                 "branches": len(envs), "idle": len(idle)}
     raise EnvError(f"unknown worker op {op!r}")
 
 def _worker_main(conn) -> None:
     "Worker process: apply the TextWorld patch, then serve branch requests until told to exit."
     patch_textworld()
+    cache_textgen_parsing()
     import textworld.envs.pddl                                   # import the engine now, before the first request
     _import_alfworld("alfworld.agents.environment.alfred_tw_env")
     envs, idle = {}, []

@@ -192,7 +192,7 @@ def summary_record(c: EvalConfig, records: list[dict]) -> dict:
     return {"type": "summary", "base_model": c.base_model, "model_path": c.model_path,
             "metrics": summarize_records(records), "config": asdict(c)}
 
-# %% ../nbs/50_evaluate.ipynb #4fa8a16e
+# %% ../nbs/50_evaluate.ipynb #a74abb33
 def stop_reason_counts(records: list[dict]) -> dict[str, int]:
     "How many trajectories ended for each stop reason."
     counts: dict[str, int] = {}
@@ -221,12 +221,16 @@ def render_transcript(rec: dict, max_chars: int = 400) -> str:
              f"stop reason {rec['stop_reason']}, {len(rec.get('steps', []))} turns, reward {rec['reward']:.2f}"]
     if rec.get("task"): lines.append(f"task: {rec['task']}")
     for i, s in enumerate(rec.get("steps", []), 1):
-        if not s.get("valid_format"): verdict = f"invalid tool call: {s.get('format_error') or 'format'}"
-        elif not s.get("admissible"): verdict = "not admissible"
-        else: verdict = "ok"
+        if not s.get("valid_format"):
+            verdict = f"invalid tool call: {s.get('format_error') or 'format'}"
+            reply = str(s.get("text") or "")
+            shown = repr(reply[:80] + ("..." if len(reply) > 80 else ""))
+        else:
+            verdict = "ok" if s.get("admissible") else "not admissible"
+            shown = str(s.get("action"))
         obs = " ".join(str(s.get("observation") or "").split())
         if len(obs) > max_chars: obs = obs[:max_chars] + " ..."
-        lines.append(f"{i:>3}. > {s.get('action')!s}  [{verdict}]")
+        lines.append(f"{i:>3}. > {shown}  [{verdict}]")
         if obs: lines.append(f"     {obs}")
     return "\n".join(lines)
 

@@ -21,10 +21,11 @@ from .core import UserError
 from .local_sampler import load_causal_lm
 
 # %% auto #0
-__all__ = ['SUPPORTED_LOSSES', 'NAME_RE', 'token_losses', 'target_logprobs', 'lora_targets', 'add_lora', 'checkpoint_name',
-           'read_checkpoint_info', 'load_sampler_model', 'LocalTrainingClient', 'forward_backward', 'forward',
-           'optim_step', 'save_state', 'save_weights_for_sampler', 'load_state', 'load_state_with_optimizer',
-           'save_weights_and_get_sampling_client', 'create_sampling_client', 'close']
+__all__ = ['SUPPORTED_LOSSES', 'NAME_RE', 'token_losses', 'target_logprobs', 'lora_targets', 'add_lora',
+           'untie_output_embeddings', 'checkpoint_name', 'read_checkpoint_info', 'load_sampler_model',
+           'LocalTrainingClient', 'forward_backward', 'forward', 'optim_step', 'save_state', 'save_weights_for_sampler',
+           'load_state', 'load_state_with_optimizer', 'save_weights_and_get_sampling_client', 'create_sampling_client',
+           'close']
 
 # %% ../nbs/22_local_trainer.ipynb #e8c0016f
 SUPPORTED_LOSSES = ("cross_entropy", "importance_sampling", "ppo", "cispo")
@@ -68,7 +69,7 @@ def target_logprobs(causal_lm, inputs: list[list[int]], targets: list[torch.Tens
     lp = torch.cat(parts, 1)
     return [lp[i, :len(x)] * (targets[i].to(dev) != -100) for i, x in enumerate(inputs)]
 
-# %% ../nbs/22_local_trainer.ipynb #25764467
+# %% ../nbs/22_local_trainer.ipynb #4c8b73f8
 def lora_targets(train_mlp: bool = True, train_attn: bool = True, train_unembed: bool = True) -> list[str]:
     "Module names to adapt for PyTRIO's `train_*` switches."
     names = (["q_proj", "k_proj", "v_proj", "o_proj"] if train_attn else []) + \
@@ -79,13 +80,23 @@ def lora_targets(train_mlp: bool = True, train_attn: bool = True, train_unembed:
 
 def add_lora(model, rank: int, alpha: float, target_modules: list[str], seed: int):
     "`model` wrapped in a fresh peft LoRA (deterministic for `seed`), base weights frozen."
+    import warnings
     from peft import LoraConfig, get_peft_model
     cfg = LoraConfig(r=rank, lora_alpha=alpha, target_modules=list(target_modules), lora_dropout=0.0, bias="none")
-    with torch.random.fork_rng(devices=[]):
+    with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*tie_word_embeddings.*")   # handled by `untie_output_embeddings`
         torch.manual_seed(seed)
         return get_peft_model(model, cfg)
 
-# %% ../nbs/22_local_trainer.ipynb #32c52fd2
+def untie_output_embeddings(lm) -> None:
+    "Give `lm`'s output layer its own copy of a weight shared with the input embeddings (before merging a LoRA into it)."
+    head, emb = lm.get_output_embeddings(), lm.get_input_embeddings()
+    base = getattr(head, "base_layer", head)
+    if base.weight.data_ptr() == emb.weight.data_ptr():
+        base.weight = torch.nn.Parameter(base.weight.detach().clone(), requires_grad=False)
+    lm.config.tie_word_embeddings = False
+
+# %% ../nbs/22_local_trainer.ipynb #84b7a913
 NAME_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9_-])?$")
 
 def checkpoint_name(name: str) -> str:
@@ -112,7 +123,7 @@ def read_checkpoint_info(path: str | Path, kind: str) -> dict:
         raise UserError(f"{path} is not a local {kind} checkpoint directory (no {fname}){hint}")
     return json.loads((p / fname).read_text())
 
-# %% ../nbs/22_local_trainer.ipynb #458d8693
+# %% ../nbs/22_local_trainer.ipynb #0ea432cc
 def load_sampler_model(base_model: str, model_path: str | Path, device, dtype):
     "The base model with the sampler adapter at `model_path` merged in (eval mode)."
     from peft import PeftModel
@@ -122,10 +133,11 @@ def load_sampler_model(base_model: str, model_path: str | Path, device, dtype):
         raise ValidationError(f"{model_path} holds weights for base model {info['base_model']!r}, not {base_model!r}",
                               code="validation.base_model_mismatch")
     base = load_causal_lm(base_model, device, dtype)
+    untie_output_embeddings(base)
     merged = PeftModel.from_pretrained(base, str(model_path)).merge_and_unload()
     return merged.eval().requires_grad_(False)
 
-# %% ../nbs/22_local_trainer.ipynb #b834bdc8
+# %% ../nbs/22_local_trainer.ipynb #d563caa0
 class LocalTrainingClient:
     "PyTRIO 0.2.9 `TrainingClient` surface over an in-process peft LoRA."
     def __init__(self, service, base_model: str, rank: int = 32, seed: int | None = None, train_mlp: bool = True,
@@ -162,7 +174,7 @@ class LocalTrainingClient:
         "The base model's tokenizer."
         return self.tokenizer
 
-# %% ../nbs/22_local_trainer.ipynb #57b4e5b3
+# %% ../nbs/22_local_trainer.ipynb #af1ccb74
 def _microbatches(lengths: list[int], budget: int) -> list[list[int]]:
     "Consecutive index groups whose padded size (count x longest) stays within `budget` (a longer datum runs alone)."
     groups, cur, longest = [], [], 0
@@ -218,7 +230,7 @@ def _shift(values, auto_shift: bool, dev) -> torch.Tensor:
 
 LocalTrainingClient._run_loss = _run_loss
 
-# %% ../nbs/22_local_trainer.ipynb #9e75c0fa
+# %% ../nbs/22_local_trainer.ipynb #de221e46
 def _make_optimizer(self) -> torch.optim.AdamW:
     "The AdamW optimizer over the LoRA parameters (created on first use)."
     if self.optimizer is None:
@@ -240,11 +252,11 @@ def _optim_step(self, p: AdamParams) -> OptimStepResponse:
 
 LocalTrainingClient._make_optimizer, LocalTrainingClient._optim_step = _make_optimizer, _optim_step
 
-# %% ../nbs/22_local_trainer.ipynb #657abe4b
+# %% ../nbs/22_local_trainer.ipynb #5ba4b503
 def _save_adapter(self, out: Path) -> None:
     "Write the adapter weights and config into `out`."
     out.mkdir(parents=True, exist_ok=True)
-    self.peft.save_pretrained(str(out))
+    self.peft.save_pretrained(str(out), save_embedding_layers=False)   # base weights are frozen: adapter only
 
 def _lora_info(self) -> dict:
     "The settings a checkpoint records."
@@ -298,7 +310,7 @@ def _load_state(self, path: str, with_optimizer: bool) -> dict:
 
 for _f in (_save_adapter, _lora_info, _save_state, _save_sampler, _load_state): setattr(LocalTrainingClient, _f.__name__, _f)
 
-# %% ../nbs/22_local_trainer.ipynb #f9ee3c28
+# %% ../nbs/22_local_trainer.ipynb #948a603c
 def forward_backward(self, data: list[Datum], loss_fn: str = "cross_entropy", loss_fn_config: dict | None = None,
                      auto_shift: bool = False) -> APIFuture[ForwardBackwardOutput]:
     "Accumulate the gradient of the call's token-mean loss; per-datum target logprobs and loss metrics."
@@ -332,7 +344,9 @@ def load_state_with_optimizer(self, path: str) -> APIFuture[dict]:
 def _current_sampler(self):
     "A sampling client over a merged copy of the current weights."
     with torch.no_grad():
-        merged = copy.deepcopy(self.peft).merge_and_unload()
+        clone = copy.deepcopy(self.peft)
+        untie_output_embeddings(clone.get_base_model())
+        merged = clone.merge_and_unload()
     return self.service._sampling_client_for(merged.eval().requires_grad_(False), self.base_model, self.model_alias)
 
 def save_weights_and_get_sampling_client(self):

@@ -14,7 +14,7 @@ from pytrio.client.training_batch import plan_training_batch, GradientAccumulati
 from pytrio.model.limits import TrainingLimits
 
 # %% auto #0
-__all__ = ['INVALID_ACTION_PENALTY', 'trajectory_reward', 'group_advantages', 'group_key', 'group_trajectories',
+__all__ = ['INVALID_ACTION_PENALTY', 'ZERO_ADVANTAGE', 'trajectory_reward', 'group_advantages', 'group_key', 'group_trajectories',
            'assign_advantages', 'trajectory_datum', 'build_datums', 'validate_datums', 'datum_token_counts',
            'plot_datum', 'ppo_loss', 'importance_sampling_loss', 'rollout_metrics']
 
@@ -93,13 +93,16 @@ def trajectory_datum(tokens, logprobs=None, assistant_mask=None, advantage=None)
         model_input=pytrio.ModelInput.from_ints(toks[:-1].tolist()),
         loss_fn_inputs={"target_tokens": toks[1:], "logprobs": target_logprobs, "advantages": advantages})
 
-# %% ../nbs/30_ppo.ipynb #76bd8679
+# %% ../nbs/30_ppo.ipynb #54d7797c
+ZERO_ADVANTAGE = 1e-9   # rewards are multiples of 0.1, so a real advantage is far larger than this
+
 def build_datums(trajectories) -> list[pytrio.Datum]:
-    "One datum per trajectory with a non-zero advantage, in input order."
+    "One datum per trajectory with a non-zero advantage, in input order (a batch's `.trajectories` work too)."
+    if hasattr(trajectories, "trajectories"): trajectories = trajectories.trajectories
     datums = []
     for traj in trajectories:
         if traj.advantage is None: raise ValueError("trajectory has no advantage; call assign_advantages first")
-        if traj.advantage == 0: continue
+        if abs(traj.advantage) < ZERO_ADVANTAGE: continue
         datums.append(trajectory_datum(traj))
     return datums
 

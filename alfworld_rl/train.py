@@ -16,9 +16,9 @@ from .train_config import (TrainConfig, add_train_arguments, given_settings, res
 
 # %% auto #0
 __all__ = ['AUTO_GENERATE', 'step_seed', 'split_has_games', 'load_training_games', 'read_checkpoints', 'rewrite_jsonl',
-           'rewind_run', 'token_cost', 'numeric_metrics', 'SwanLabLog', 'make_service', 'sample_record', 'Trainer',
-           'train', 'report_template', 'forward_interrupts', 'run_report', 'cli_train_parser', 'cli_train',
-           'ScoredPolicy']
+           'rewind_run', 'token_cost', 'numeric_metrics', 'SwanLabLog', 'make_service', 'restore_training_client',
+           'sample_record', 'Trainer', 'train', 'report_template', 'forward_interrupts', 'run_report',
+           'cli_train_parser', 'cli_train', 'ScoredPolicy']
 
 # %% ../nbs/40_train.ipynb #f25fb73e
 def step_seed(seed: int, step: int) -> int:
@@ -107,7 +107,17 @@ def make_service(config: TrainConfig):
         return make_service_client("local", checkpoint_root=str(config.run_dir / "checkpoints"))
     return make_service_client("trio")
 
-# %% ../nbs/40_train.ipynb #fbc6c495
+# %% ../nbs/40_train.ipynb #2b662099
+def restore_training_client(svc, state_path: str):
+    "A training client restored from `state_path` with its optimizer (weights only if none was ever stepped)."
+    try: return svc.create_training_client_from_state_with_optimizer(state_path)
+    except Exception as e:
+        if getattr(e, "code", None) != "validation.no_optimizer_state": raise
+        print(f"Note: {state_path} was saved before the first optimizer step; restoring its weights with a fresh "
+              "optimizer", flush=True)
+        return svc.create_training_client_from_state(state_path)
+
+# %% ../nbs/40_train.ipynb #c7543b19
 def _now() -> str:
     "The current UTC time as an ISO string."
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -143,7 +153,7 @@ class Trainer:
             for k in self.totals: self.totals[k] += r.get(f"tokens/{k}", 0)
         self.svc = self.svc or make_service(c)
         if ckpt:
-            self.tc = self.svc.create_training_client_from_state_with_optimizer(ckpt["state_path"])
+            self.tc = restore_training_client(self.svc, ckpt["state_path"])
             print(f"Resumed {c.run_name} after update {self.step} from {ckpt['state_path']}", flush=True)
         else:
             self.tc = self.svc.create_lora_training_client(c.base_model, rank=c.lora_rank, seed=c.seed)
@@ -297,7 +307,7 @@ def train(config: TrainConfig, resume: bool = False, service_client=None, progre
     trainer.run()
     return trainer
 
-# %% ../nbs/40_train.ipynb #08bc7d62
+# %% ../nbs/40_train.ipynb #69fceb02
 def report_template() -> Path:
     "The papermill template of the training report."
     import alfworld_rl
@@ -341,7 +351,7 @@ def run_report(config: TrainConfig, resume: bool = False) -> Path:
         raise UserError(f"training failed: {e.ename}: {e.evalue} (the partial report is {out})") from e
     return out
 
-# %% ../nbs/40_train.ipynb #5d0fd054
+# %% ../nbs/40_train.ipynb #80c1ea90
 def cli_train_parser(parser):
     "Add the flags of `alfworld-rl train` to `parser`."
     return add_train_arguments(parser)
@@ -356,7 +366,7 @@ def cli_train(args) -> int:
     print(f"Metrics: {config.run_dir / 'metrics.jsonl'}", flush=True)
     return 0
 
-# %% ../nbs/40_train.ipynb #d82fdbbc
+# %% ../nbs/40_train.ipynb #71b33ac0
 class ScoredPolicy:
     "A sampler whose replies come from scripted `policy` and whose logprobs come from `sampler` (the model)."
     def __init__(self, policy, sampler):

@@ -127,6 +127,7 @@ def _trajectory(gid, split, won, steps):
             "steps": [{"action": "look", "valid_format": v, "admissible": a, "observation": "ok"} for v, a in steps]}
 
 
+@pytest.mark.slow
 def test_report_notebook_with_trajectory_records(tmp_path, monkeypatch):
     "`analyze --report` executes the analysis template (papermill) over files with trajectory records."
     from alfworld_rl.evaluate import summarize_records

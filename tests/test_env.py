@@ -35,7 +35,7 @@ def walkthrough(game_file):
 
 def test_workers_apply_the_textworld_patch(pool):
     infos = pool.info()
-    assert [i["patched"] for i in infos] == [True, True]
+    assert [(i["patched"], i["parse_cache"]) for i in infos] == [(True, True)] * 2
     assert sorted(i["pid"] for i in infos) == sorted(pool.worker_pids())
     assert os.getpid() not in pool.worker_pids()
 
@@ -100,6 +100,8 @@ def test_text_matches_alfworlds_own_textworld_gym_env(pool, games):
     import textworld, textworld.gym
     from alfworld_rl.env import _import_alfworld
     tw = _import_alfworld("alfworld.agents.environment.alfred_tw_env")
+    from textworld.envs.pddl import textgen
+    assert not getattr(textgen._parse_and_convert, "_alfworld_rl_cached", False)   # the reference is unmodified
     gf = games["pick_two_obj_and_place"]
     plan = walkthrough(gf)
     infos = textworld.EnvInfos(won=True, admissible_commands=True, extras=["gamefile"])

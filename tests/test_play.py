@@ -28,6 +28,7 @@ def test_scripted_player_wins_by_walkthrough(small_data_root):
     assert f"You won in {len(plan) + 1} steps!" in out
 
 
+@pytest.mark.slow
 def test_quit_and_numbers(small_data_root):
     game = discover_games(small_data_root, "valid_seen")[0]
     p = subprocess.run(cli_command() + ["play", "--data-root", str(small_data_root), "--split", "valid_seen",

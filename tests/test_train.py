@@ -88,10 +88,12 @@ def check_checkpoints_loadable(run_dir, base_model="tiny-qwen3"):
     "Every listed checkpoint exists; the last state restores with its optimizer and the sampler weights sample."
     import pytrio
     from alfworld_rl.backends import make_service_client
+    from alfworld_rl.train import restore_training_client
     ckpts = read_jsonl(run_dir / "checkpoints.jsonl")
     assert ckpts
+    for c in ckpts: assert Path(c["state_path"]).is_dir() and Path(c["sampler_path"]).is_dir()
     svc = make_service_client("local")
-    tc = svc.create_training_client_from_state_with_optimizer(ckpts[-1]["state_path"])
+    tc = restore_training_client(svc, ckpts[-1]["state_path"])
     tok = tc.get_tokenizer()
     sc = svc.create_sampling_client(base_model, model_path=ckpts[-1]["sampler_path"])
     res = sc.sample(pytrio.ModelInput.from_ints(tok.encode("go to fridge 1")), 1,

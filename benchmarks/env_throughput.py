@@ -1,0 +1,157 @@
+"""Env steps/second and peak memory: the project's `EnvPool` vs TextWorld's asynchronous batch env.
+
+8 games x 8 branches each take up to 20 random admissible actions (the same actions in both runs).
+Ours: `EnvGroup`s on one bounded `EnvPool`, every branch stepping on its own with `step_branch_async`.
+Baseline: ALFWorld's way, `textworld.gym.register_games(..., asynchronous=True)` with ALFWorld's wrappers,
+one process per branch, all 64 stepped together per call. Peak RSS is summed over this process and all
+its children, sampled every 50 ms; PSS (shared pages split between processes) is printed too, since RSS
+counts the pages a forked child shares with its parent once per process.
+
+    uv run python benchmarks/env_throughput.py [--data-root DIR] [--games 8] [--branches 8] [--steps 20] [--workers N]
+
+Without --data-root, 8 train games with ALFWorld-sized rooms are generated once into the user cache.
+"""
+import argparse, asyncio, random, threading, time
+from pathlib import Path
+
+import psutil
+
+from alfworld_rl.core import user_cache_dir
+from alfworld_rl.data import discover_games
+from alfworld_rl.env import EnvGroup, EnvPool, _import_alfworld, default_num_workers, visible_commands
+
+
+class TreeMemory:
+    "Peak RSS (MB) of this process plus all its descendants, sampled in a background thread."
+    def __init__(self, every: float = 0.05):
+        self.every, self.peak, self._stop = every, 0.0, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def sample(self) -> float:
+        me = psutil.Process()
+        total = 0
+        for p in [me] + me.children(recursive=True):
+            try: total += p.memory_info().rss
+            except psutil.Error: pass
+        return total / 2**20
+
+    def pss(self) -> float:
+        "PSS (MB) of the tree right now (slower: reads smaps)."
+        me, total = psutil.Process(), 0
+        for p in [me] + me.children(recursive=True):
+            try: total += p.memory_full_info().pss
+            except psutil.Error: pass
+        return total / 2**20
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self.sample()); self._stop.wait(self.every)
+
+    def __enter__(self): self._thread.start(); return self
+    def __exit__(self, *exc): self._stop.set(); self._thread.join(); self.peak = max(self.peak, self.sample())
+
+
+def bench_games(data_root, n):
+    "n train games: from --data-root, or generated once (ALFWorld-sized rooms) into the user cache."
+    if data_root is None:
+        from alfworld_rl.generate import generate_dataset
+        data_root = user_cache_dir() / f"bench_env_games-{n}"
+        if not (data_root / "json_2.1.1").is_dir() or len(discover_games(data_root, "train")) < n:
+            print(f"generating {n} games into {data_root} ...", flush=True)
+            generate_dataset(data_root, train=n, seed=0, progress=True)
+    games = discover_games(data_root, "train")
+    if len(games) < n: raise SystemExit(f"need {n} train games in {data_root}, found {len(games)}")
+    return games[:n]
+
+
+def rng_for(g: int, b: int) -> random.Random:
+    "The action generator of branch b of game g (the same in both runs)."
+    return random.Random(1000 * g + b)
+
+
+def run_ours(games, branches, steps, workers):
+    "Step every branch independently on one EnvPool; (steps, stepping seconds, setup seconds, pss MB)."
+    t0 = time.perf_counter()
+    pool = EnvPool(num_workers=workers)
+    pool.info()                                          # wait until the workers are up
+    groups = [EnvGroup(g, branches, steps, pool=pool) for g in games]
+
+    async def play(gi, grp, start):
+        async def branch(b):
+            rng, shown, n = rng_for(gi, b), start[b].admissible_commands, 0
+            while not grp.done(b):
+                r = await grp.step_branch_async(b, rng.choice(shown))
+                assert r.error is None, r.error
+                shown, n = r.admissible_commands, n + 1
+            return n
+        return sum(await asyncio.gather(*(branch(b) for b in range(branches))))
+
+    async def main():
+        starts = await asyncio.gather(*(grp.reset_async() for grp in groups))
+        t1 = time.perf_counter()
+        counts = await asyncio.gather(*(play(gi, grp, st) for gi, (grp, st) in enumerate(zip(groups, starts))))
+        return t1, sum(counts), time.perf_counter()
+    t1, n, t2 = asyncio.run(main())
+    pss = TreeMemory().pss()
+    for grp in groups: grp.close()
+    pool.close()
+    return n, t2 - t1, t1 - t0, pss
+
+
+def run_baseline(games, branches, steps):
+    "Step TextWorld's AsyncBatchEnv (one process per branch) with the same actions."
+    import textworld, textworld.gym
+    tw = _import_alfworld("alfworld.agents.environment.alfred_tw_env")
+    t0 = time.perf_counter()
+    infos = textworld.EnvInfos(won=True, admissible_commands=True, extras=["gamefile"])
+    files = [g.game_file for g in games for _ in range(branches)]
+    env_id = textworld.gym.register_games(files, infos, batch_size=len(files), asynchronous=True,
+                                          max_episode_steps=steps,
+                                          wrappers=[tw.AlfredDemangler(shuffle=False), tw.AlfredInfos])
+    env = textworld.gym.make(env_id)
+    obs, infos = env.reset()
+    # The batch env shuffles the game order: give slot i the actions of (its game, its copy number).
+    index = {g.game_file: gi for gi, g in enumerate(games)}
+    seen, rngs = {}, []
+    for f in infos["extra.gamefile"]:
+        b = seen[f] = seen.get(f, -1) + 1
+        rngs.append(rng_for(index[f], b))
+    shown = [visible_commands(c) for c in infos["admissible_commands"]]
+    done, n = [False] * len(files), 0
+    t1 = time.perf_counter()
+    while not all(done):
+        cmds = [rng.choice(s) if not d else "look" for rng, s, d in zip(rngs, shown, done)]
+        n += sum(not d for d in done)
+        obs, scores, dones, infos = env.step(cmds)
+        shown = [visible_commands(c) for c in infos["admissible_commands"]]
+        done = [d or nd for d, nd in zip(done, dones)]
+    t2 = time.perf_counter()
+    pss = TreeMemory().pss()
+    env.close()
+    return n, t2 - t1, t1 - t0, pss
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data-root", default=None)
+    ap.add_argument("--games", type=int, default=8)
+    ap.add_argument("--branches", type=int, default=8)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--workers", type=int, default=None, help="EnvPool workers (default: as the shared pool)")
+    a = ap.parse_args()
+    games = bench_games(a.data_root, a.games)
+    workers = a.workers or default_num_workers()
+    print(f"{a.games} games x {a.branches} branches x up to {a.steps} random admissible steps; "
+          f"{psutil.cpu_count()} CPUs; EnvPool workers={workers}", flush=True)
+    with TreeMemory() as mem_ours:
+        n, secs, setup, pss = run_ours(games, a.branches, a.steps, workers)
+    ours = n / secs
+    print(f"EnvPool   : {n} steps in {secs:.1f} s = {ours:.1f} steps/s (setup {setup:.1f} s); "
+          f"peak RSS {mem_ours.peak:.0f} MB, PSS while stepping {pss:.0f} MB", flush=True)
+    with TreeMemory() as mem_base:
+        bn, bsecs, bsetup, bpss = run_baseline(games, a.branches, a.steps)
+    base = bn / bsecs
+    print(f"TextWorld : {bn} steps in {bsecs:.1f} s = {base:.1f} steps/s (setup {bsetup:.1f} s); "
+          f"peak RSS {mem_base.peak:.0f} MB, PSS while stepping {bpss:.0f} MB", flush=True)
+    print(f"env_steps_per_s={ours:.2f} baseline_steps_per_s={base:.2f} "
+          f"peak_rss_mb={mem_ours.peak:.0f} baseline_peak_rss_mb={mem_base.peak:.0f}")

@@ -1,0 +1,308 @@
+"""The embedded local backend on tiny-qwen3 (CPU): losses, updates, sampling, checkpoints, validation."""
+import asyncio
+import math
+
+import pytest
+import torch
+from pytrio import AdamParams, Datum, ModelInput, SamplingParams
+from pytrio.client.training_batch import plan_training_batch
+from pytrio.errors.base import ValidationError
+from pytrio.model.limits import TrainingLimits
+
+from alfworld_rl.backends import make_service_client
+from alfworld_rl.core import UserError
+from alfworld_rl.ppo import trajectory_datum
+from alfworld_rl.tiny_model import EXAMPLE_TOOL
+
+CLIP = {"clip_low_threshold": 0.8, "clip_high_threshold": 1.2}
+
+
+@pytest.fixture(scope="module")
+def svc(tmp_path_factory):
+    return make_service_client("local", device="cpu", checkpoint_root=tmp_path_factory.mktemp("ckpt"))
+
+
+@pytest.fixture(scope="module")
+def tok(svc):
+    return svc.get_tokenizer("tiny-qwen3")
+
+
+@pytest.fixture(scope="module")
+def prompt(tok):
+    msgs = [{"role": "system", "content": "You are a household robot."},
+            {"role": "user", "content": "Your task is to: put a hot apple in fridge."}]
+    text = tok.apply_chat_template(msgs, tools=[EXAMPLE_TOOL], add_generation_prompt=True, enable_thinking=False,
+                                   tokenize=False)
+    return tok.encode(text, add_special_tokens=False)
+
+
+@pytest.fixture(scope="module")
+def base_sampler(svc):
+    return svc.create_sampling_client("tiny-qwen3")
+
+
+def sample(sc, prompt, **kw):
+    kw.setdefault("max_tokens", 12)
+    return sc.sample(ModelInput.from_ints(prompt), sampling_params=SamplingParams(**kw)).result(timeout=120).sequences[0]
+
+
+def policy_datum(prompt, seq, advantage, old=None):
+    "A datum the project's way (`ppo.trajectory_datum`): prompt tokens masked, completion tokens carry A."
+    tokens = prompt + seq.tokens
+    lps = [0.0] * len(prompt) + list(seq.logprobs if old is None else old)
+    mask = [False] * len(prompt) + [True] * len(seq.tokens)
+    return trajectory_datum(tokens, lps, mask, advantage)
+
+
+def lora_grads(tc):
+    return [p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p) for p in tc.params]
+
+
+def test_ppo_loss_and_gradient_match_hand_computation(svc, base_sampler, prompt):
+    """Loss value and LoRA gradients of `ppo` equal an independent computation, with clipping on both sides."""
+    tc = svc.create_lora_training_client("tiny-qwen3", rank=4, seed=1, lora_alpha=64)
+    # make the adapter non-trivial so the gradients reach every LoRA matrix
+    with torch.no_grad():
+        for p in tc.params: p.add_(0.05 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())))
+    seq = sample(base_sampler, prompt, seed=5, max_tokens=8, stop=None)
+    n = len(seq.tokens)
+    probe = policy_datum(prompt, seq, 1.0)
+    lp_now = torch.tensor(tc.forward([probe], "ppo").result(timeout=120).loss_fn_outputs[0]["logprobs"].tolist())[-n:]
+    # choose old logprobs so that ratios fall below, inside and above the clip range, with A of both signs
+    ratios = torch.tensor([0.5, 0.9, 1.1, 1.5] * n)[:n]
+    adv = torch.tensor([1.0, -1.0, 2.0, -2.0, -1.0, 1.0, 1.0, -1.0] * n)[:n]
+    old = (lp_now - torch.log(ratios)).tolist()
+    datum = policy_datum(prompt, seq, 1.0, old=old)
+    advs = datum.loss_fn_inputs["advantages"].tolist()
+    advs[-n:] = adv.tolist()
+    datum = Datum(model_input=datum.model_input, loss_fn_inputs={
+        "target_tokens": datum.loss_fn_inputs["target_tokens"], "logprobs": datum.loss_fn_inputs["logprobs"],
+        "advantages": torch.tensor(advs)})
+    out = tc.forward_backward([datum], "ppo", CLIP).result(timeout=120)
+    got_grads = lora_grads(tc)
+    token_count = len(prompt) + n - 1
+    # hand computation: per token -min(r A, clip(r) A), summed, over all active tokens of the call
+    r = ratios
+    hand = -torch.minimum(r * adv, r.clamp(0.8, 1.2) * adv)
+    assert out.metrics["token_count"] == token_count
+    assert math.isclose(out.metrics["loss_sum"], hand.sum().item(), rel_tol=1e-4, abs_tol=1e-5)
+    assert math.isclose(out.metrics["loss_mean"], hand.sum().item() / token_count, rel_tol=1e-4, abs_tol=1e-6)
+    # clipped tokens (r < 0.8 with A < 0, r > 1.2 with A > 0) must carry no gradient: check with autograd
+    for p in tc.params: p.grad = None
+    ids = torch.tensor([datum.model_input.to_ints()])
+    logits = tc.peft(input_ids=ids).logits[0].float()
+    tgt = torch.tensor(datum.loss_fn_inputs["target_tokens"].tolist())
+    lp = logits.log_softmax(-1).gather(1, tgt[:, None])[:, 0][-n:]
+    ratio = torch.exp(lp - torch.tensor(old))
+    unclipped = ratio * adv
+    clipped = torch.where(adv > 0, torch.minimum(ratio, torch.tensor(1.2)), torch.maximum(ratio, torch.tensor(0.8))) * adv
+    loss = -torch.where(unclipped <= clipped, unclipped, clipped.detach()).sum() / token_count
+    loss.backward()
+    want = lora_grads(tc)
+    assert sum(g.abs().sum() for g in want) > 0
+    for g, w in zip(got_grads, want):
+        torch.testing.assert_close(g, w, rtol=1e-3, atol=1e-7)
+
+
+@pytest.mark.parametrize("loss_fn", ["importance_sampling", "ppo"])
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_advantage_sign_moves_probability(svc, base_sampler, prompt, loss_fn, sign):
+    """A positive advantage makes the sampled continuation more likely after one step; a negative one less."""
+    tc = svc.create_lora_training_client("tiny-qwen3", rank=8, seed=0)
+    seq = sample(base_sampler, prompt, seed=11, max_tokens=10)
+    datum = policy_datum(prompt, seq, sign)
+    before = sum(seq.logprobs)
+    tc.forward_backward([datum], loss_fn, CLIP if loss_fn == "ppo" else None)
+    tc.optim_step(AdamParams(learning_rate=5e-3)).result(timeout=120)
+    after = sum(tc.forward([datum], loss_fn).result(timeout=120).loss_fn_outputs[0]["logprobs"].tolist()[-len(seq.tokens):])
+    assert (after - before) * sign > 0.05, (before, after)
+
+
+def test_sampled_logprobs_equal_forward_pass(svc, base_sampler, prompt):
+    """Sampler logprobs match both the sampler's own prompt scoring and the trainer's forward pass."""
+    tc = svc.create_lora_training_client("tiny-qwen3", rank=4, seed=0)
+    for seed in (1, 2):
+        seq = sample(base_sampler, prompt, seed=seed, max_tokens=16, temperature=1.0)
+        assert len(seq.logprobs) == len(seq.tokens) and all(lp <= 0 for lp in seq.logprobs)
+        scored = base_sampler.compute_logprobs(ModelInput.from_ints(prompt + seq.tokens)).result(timeout=120)
+        torch.testing.assert_close(torch.tensor(scored[-len(seq.tokens):]), torch.tensor(seq.logprobs), atol=1e-4, rtol=0)
+        out = tc.forward([policy_datum(prompt, seq, 1.0)], "ppo").result(timeout=120)
+        lps = out.loss_fn_outputs[0]["logprobs"].tolist()[-len(seq.tokens):]
+        torch.testing.assert_close(torch.tensor(lps), torch.tensor(seq.logprobs), atol=1e-4, rtol=0)
+
+
+def test_seeded_sampling_is_deterministic_and_batch_independent(svc, base_sampler, prompt):
+    """Same seed + prompt -> same tokens, alone, repeated, or among concurrent requests of other lengths."""
+    sp = SamplingParams(max_tokens=20, seed=123, temperature=1.0)
+    first = base_sampler.sample(ModelInput.from_ints(prompt), 3, sp).result(timeout=120)
+    again = base_sampler.sample(ModelInput.from_ints(prompt), 3, sp).result(timeout=120)
+    assert [s.tokens for s in first.sequences] == [s.tokens for s in again.sequences]
+    assert len({tuple(s.tokens) for s in first.sequences}) > 1        # the samples of one request differ
+
+    async def crowd():
+        others = [base_sampler.sample_async(ModelInput.from_ints(prompt[: 5 + 3 * i]),
+                                            sampling_params=SamplingParams(max_tokens=3 + i, seed=i, top_p=0.9))
+                  for i in range(12)]
+        return await asyncio.gather(*others[:6], base_sampler.sample_async(ModelInput.from_ints(prompt), 3, sp),
+                                    *others[6:])
+    res = asyncio.run(crowd())
+    assert [s.tokens for s in res[6].sequences] == [s.tokens for s in first.sequences]
+    for i, r in enumerate(res[:6] + res[7:]):
+        s = r.sequences[0]
+        assert len(s.tokens) == 3 + i or (len(s.tokens) < 3 + i and s.stop_reason == "stop")
+    other = base_sampler.sample(ModelInput.from_ints(prompt), 1, SamplingParams(max_tokens=20, seed=124)).result(timeout=120)
+    assert other.sequences[0].tokens != first.sequences[0].tokens
+
+
+def test_stop_conditions(svc, base_sampler, tok, prompt):
+    """Stop strings and stop token ids end a completion ("stop"); max_tokens ends it with "length"."""
+    long = sample(base_sampler, prompt, temperature=0, max_tokens=24)
+    assert long.stop_reason == "length" and len(long.tokens) == 24
+    text = long.text
+    assert text == tok.decode(long.tokens)
+    stop = text[12:15]
+    cut = sample(base_sampler, prompt, temperature=0, max_tokens=24, stop=["@@never@@", stop])
+    assert cut.stop_reason == "stop" and stop in cut.text and stop not in tok.decode(cut.tokens[:-1])
+    assert long.tokens[: len(cut.tokens)] == cut.tokens
+    by_id = sample(base_sampler, prompt, temperature=0, max_tokens=24, stop=[long.tokens[5]])
+    assert by_id.stop_reason == "stop" and by_id.tokens == long.tokens[: long.tokens.index(long.tokens[5]) + 1]
+    # the end-of-turn token always stops, and is the last token of the completion
+    im_end = tok.convert_tokens_to_ids("<|im_end|>")
+    tc = svc.create_lora_training_client("tiny-qwen3", rank=4, seed=0)
+    target = prompt + [im_end]
+    datum = Datum(model_input=ModelInput.from_ints(target[:-1]),
+                  loss_fn_inputs={"target_tokens": torch.tensor(target[1:]),
+                                  "weights": torch.tensor([0.0] * (len(target) - 2) + [1.0])})
+    for _ in range(4):
+        tc.forward_backward([datum], "cross_entropy")
+        tc.optim_step(AdamParams(learning_rate=0.05))
+    sc = tc.save_weights_and_get_sampling_client()
+    ended = sample(sc, prompt, temperature=0, max_tokens=24)
+    assert ended.tokens == [im_end] and ended.stop_reason == "stop"
+
+
+def test_save_load_round_trip(svc, base_sampler, prompt):
+    """save_state -> create_training_client_from_state_with_optimizer restores logprobs, optimizer and step."""
+    tc = svc.create_lora_training_client("tiny-qwen3", rank=8, seed=3)
+    seq = sample(base_sampler, prompt, seed=2, max_tokens=10)
+    data = [policy_datum(prompt, seq, 1.0)]
+    adam = AdamParams(learning_rate=1e-3, weight_decay=0.01, grad_clip_norm=1.0)
+    for _ in range(2):
+        tc.forward_backward(data, "ppo", CLIP)
+        tc.optim_step(adam)
+    saved = tc.save_state("step 2").result(timeout=120)
+    assert saved.path.endswith("weights/step-2") and saved.size > 0
+    with pytest.raises(ValidationError, match="only allowed before"):
+        tc.load_state(saved.path).result(timeout=120)
+    tc2 = svc.create_training_client_from_state_with_optimizer(saved.path)
+    assert tc2.step == 2 and tc2.lora.rank == 8
+    lp1 = tc.forward(data, "ppo").result(timeout=120).loss_fn_outputs[0]["logprobs"].tolist()
+    lp2 = tc2.forward(data, "ppo").result(timeout=120).loss_fn_outputs[0]["logprobs"].tolist()
+    assert lp1 == lp2
+    s1, s2 = tc.optimizer.state_dict(), tc2.optimizer.state_dict()
+    assert s1["state"].keys() == s2["state"].keys()
+    for k in s1["state"]:
+        for name in ("exp_avg", "exp_avg_sq", "step"):
+            assert torch.equal(s1["state"][k][name], s2["state"][k][name])
+    # one more identical step keeps them identical; a weights-only restore diverges (fresh moments)
+    tc3 = svc.create_training_client_from_state(saved.path)
+    for c in (tc, tc2, tc3):
+        c.forward_backward(data, "ppo", CLIP)
+        c.optim_step(adam).result(timeout=120)
+    for p, q in zip(tc.params, tc2.params): assert torch.equal(p, q)
+    assert any(not torch.equal(p, q) for p, q in zip(tc.params, tc3.params))
+    # sampler weights: a new sampling client reproduces the trainer's logprobs
+    sw = tc.save_weights_for_sampler("final").result(timeout=120)
+    sc = svc.create_sampling_client("tiny-qwen3", model_path=sw.path)
+    scored = sc.compute_logprobs(ModelInput.from_ints(prompt + seq.tokens)).result(timeout=120)
+    now = tc.forward(data, "ppo").result(timeout=120).loss_fn_outputs[0]["logprobs"].tolist()
+    torch.testing.assert_close(torch.tensor(scored[-len(seq.tokens):]), torch.tensor(now[-len(seq.tokens):]),
+                               atol=1e-4, rtol=0)
+    with pytest.raises(UserError, match="sampler checkpoint"):
+        svc.create_training_client_from_state(sw.path)
+
+
+def test_microbatching_does_not_change_the_call(svc, base_sampler, prompt):
+    """The loss and gradients of a call are the same whatever the micro-batch token budget."""
+    seqs = [sample(base_sampler, prompt[: 20 + 9 * i], seed=i, max_tokens=6 + i) for i in range(4)]
+    data = [policy_datum(prompt[: 20 + 9 * i], s, a) for i, (s, a) in enumerate(zip(seqs, [1.0, -0.5, 0.25, -1.0]))]
+    results = []
+    for budget in (16, 100_000):
+        tc = svc.create_lora_training_client("tiny-qwen3", rank=4, seed=9, microbatch_tokens=budget)
+        with torch.no_grad():
+            for p in tc.params: p.add_(0.05)
+        out = tc.forward_backward(data, "importance_sampling").result(timeout=120)
+        results.append((out, lora_grads(tc)))
+    (a, ga), (b, gb) = results
+    assert a.metrics["token_count"] == b.metrics["token_count"] == sum(len(d.model_input) for d in data)
+    assert math.isclose(a.metrics["loss_sum"], b.metrics["loss_sum"], rel_tol=1e-5, abs_tol=1e-6)
+    for x, y in zip(ga, gb): torch.testing.assert_close(x, y, rtol=1e-4, atol=1e-7)
+
+
+def test_cross_entropy_ignores_minus_100(svc, prompt):
+    """-100 targets are left out of the loss and the token count; their logprob output is 0."""
+    tc = svc.create_lora_training_client("tiny-qwen3", rank=4, seed=0)
+    tgt = prompt[1:]
+    masked = [-100] * 10 + tgt[10:]
+    full = tc.forward([Datum(model_input=ModelInput.from_ints(prompt[:-1]),
+                             loss_fn_inputs={"target_tokens": torch.tensor(tgt)})]).result(timeout=120)
+    part = tc.forward([Datum(model_input=ModelInput.from_ints(prompt[:-1]),
+                             loss_fn_inputs={"target_tokens": torch.tensor(masked)})]).result(timeout=120)
+    assert part.metrics["token_count"] == len(tgt) - 10
+    lp_full, lp_part = full.loss_fn_outputs[0]["logprobs"].tolist(), part.loss_fn_outputs[0]["logprobs"].tolist()
+    assert lp_part[:10] == [0.0] * 10
+    torch.testing.assert_close(torch.tensor(lp_part[10:]), torch.tensor(lp_full[10:]))
+    assert math.isclose(part.metrics["loss_sum"], -sum(lp_full[10:]), rel_tol=1e-5)
+
+
+def test_project_datums_pass_pytrio_validation(svc, base_sampler, tok, prompt):
+    """Datums built by `ppo.trajectory_datum` from sampler output pass pytrio's own planner for `ppo`."""
+    seq = sample(base_sampler, prompt, seed=4, max_tokens=8)
+    datum = policy_datum(prompt, seq, 0.5)
+    plan = plan_training_batch([datum], loss_fn="ppo", auto_shift=False,
+                               limits=TrainingLimits(None, None, None), tokenizer_vocab_size=len(tok))
+    assert plan.totals.total_active_tokens == len(prompt) + len(seq.tokens) - 1
+    tc = svc.create_lora_training_client("tiny-qwen3", rank=4, seed=0)
+    bad = Datum(model_input=datum.model_input, loss_fn_inputs={"target_tokens": datum.loss_fn_inputs["target_tokens"]})
+    with pytest.raises(ValueError, match="logprobs is required"):
+        tc.forward_backward([bad], "ppo").result(timeout=120)
+    with pytest.raises(ValueError, match="Unsupported loss"):
+        tc.forward_backward([datum], "kl").result(timeout=120)
+
+
+def test_bad_input_fails_clearly(svc, base_sampler, prompt):
+    with pytest.raises(ValidationError, match=r"rank must be in \[4, 64\]"):
+        svc.create_lora_training_client("tiny-qwen3", rank=3)
+    with pytest.raises(ValidationError, match="max_tokens"):
+        base_sampler.sample(ModelInput.from_ints(prompt), sampling_params=SamplingParams())
+    with pytest.raises(UserError, match="--device"):
+        make_service_client("local", device="mps")
+    with pytest.raises(UserError, match="no such model directory"):
+        svc.create_sampling_client("/nonexistent/model")
+    with pytest.raises(UserError, match="not a local sampler checkpoint"):
+        svc.create_sampling_client("tiny-qwen3", model_path="/nonexistent/ckpt")
+
+
+def test_async_surface(svc, base_sampler, prompt):
+    """TrainingClient `*_async` need a double await; `sample_async` a single one (as in the SDK)."""
+    async def run():
+        tc = await svc.create_lora_training_client_async("tiny-qwen3", rank=4, seed=0)
+        seq = (await base_sampler.sample_async(ModelInput.from_ints(prompt),
+                                               sampling_params=SamplingParams(max_tokens=4, seed=0))).sequences[0]
+        fut = await tc.forward_backward_async([policy_datum(prompt, seq, 1.0)], "ppo", CLIP)
+        out = await fut
+        step = await (await tc.optim_step_async(AdamParams()))
+        return out, step
+    out, step = asyncio.run(run())
+    assert out.metrics["token_count"] > 0 and step.metrics["step"] == 1.0
+
+
+@pytest.mark.slow
+def test_long_datum_trains(svc, tok):
+    """A 12,000-token datum goes through forward_backward on the CPU (micro-batch budget smaller than it)."""
+    tc = svc.create_lora_training_client("tiny-qwen3", rank=4, seed=0, microbatch_tokens=4096)
+    g = torch.Generator().manual_seed(0)
+    tokens = torch.randint(0, len(tok), (12_001,), generator=g).tolist()
+    d = trajectory_datum(tokens, [0.0] * 11_000 + [-5.0] * 1001, [False] * 11_000 + [True] * 1001, 1.0)
+    out = tc.forward_backward([d, d], "ppo", CLIP).result(timeout=600)
+    assert out.metrics["token_count"] == 24_000
