@@ -150,7 +150,7 @@ def task_table(summaries: list[EvalSummary]) -> str:
         tables.append("\n".join(lines))
     return "\n\n".join(tables)
 
-# %% ../nbs/51_analysis.ipynb #75019116
+# %% ../nbs/51_analysis.ipynb #1b867f5e
 def _bar_labels(ax, bars, values):
     "Write each bar's value as a percentage above it."
     for bar, v in zip(bars, values):
@@ -215,7 +215,7 @@ def plot_task_types(summaries: list[EvalSummary], path: str | os.PathLike = DEFA
     fig.savefig(path, dpi=120)
     return path
 
-# %% ../nbs/51_analysis.ipynb #9d94f823
+# %% ../nbs/51_analysis.ipynb #f22fbb7b
 def parse_eval_files(items: list[str] | None) -> dict[str, str]:
     "Map `label=path` items (or bare paths, labelled by file name) to paths; the defaults when empty."
     if not items: return dict(DEFAULT_EVAL_FILES)
@@ -238,7 +238,7 @@ def load_summaries(files: dict[str, str]) -> list[EvalSummary]:
     check_consistent(summaries)
     return summaries
 
-# %% ../nbs/51_analysis.ipynb #9d4dd689
+# %% ../nbs/51_analysis.ipynb #68daee92
 def cli_analyze_parser(parser) -> None:
     "Add the `analyze` flags to `parser`."
     parser.add_argument("files", nargs="*", metavar="label=path",

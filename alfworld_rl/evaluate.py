@@ -98,7 +98,7 @@ def validate_eval_config(c: EvalConfig) -> EvalConfig:
         raise _bad("run-name", "a non-empty name without '/'", c.run_name)
     return c
 
-# %% ../nbs/50_evaluate.ipynb #6d175d83
+# %% ../nbs/50_evaluate.ipynb #fb705ce5
 def result_settings(c: EvalConfig) -> dict:
     "The settings stored with every trajectory record (those that change what a trajectory is)."
     return {k: getattr(c, k) for k in RESULT_SETTINGS}
@@ -108,8 +108,7 @@ def prepare_output(c: EvalConfig) -> list[dict]:
     path = c.output_path()
     if not path.exists():
         return []
-    if c.overwrite_output:
-        path.unlink(); return []
+    if c.overwrite_output: return []      # replaced only once the evaluation is ready to write (see `evaluate`)
     if not c.resume:
         raise UserError(f"{path} already exists; pass --overwrite-output to replace it or --resume to continue it",
                         status=2)
@@ -270,13 +269,20 @@ async def evaluate_games(sampling_client, tokenizer, games: list, c: EvalConfig,
 
     return list(await asyncio.gather(*(one(g) for g in games)))
 
-# %% ../nbs/50_evaluate.ipynb #7ea15d91
+# %% ../nbs/50_evaluate.ipynb #e62d778c
 def make_sampling_client(c: EvalConfig):
     "The sampling client and tokenizer for `c`'s model on `c`'s backend."
     from alfworld_rl.backends import make_service_client
     svc = make_service_client(c.backend)
     sc = svc.create_sampling_client(c.base_model, model_path=c.model_path)
     return sc, sc.get_tokenizer()
+
+def _run_sync(coro):
+    "Run `coro` to completion, in a helper thread when an event loop is already running (Jupyter)."
+    try: asyncio.get_running_loop()
+    except RuntimeError: return asyncio.run(coro)
+    import concurrent.futures
+    with concurrent.futures.ThreadPoolExecutor(1) as ex: return ex.submit(asyncio.run, coro).result()
 
 def evaluate(c: EvalConfig, sampling_client=None, tokenizer=None, show_progress: bool = True) -> dict:
     "Run the evaluation of `c` and return its summary record (also appended to the output file)."
@@ -293,12 +299,13 @@ def evaluate(c: EvalConfig, sampling_client=None, tokenizer=None, show_progress:
         return done_records[-1]
     if todo:
         if sampling_client is None: sampling_client, tokenizer = make_sampling_client(c)
+        if c.overwrite_output and out.exists(): out.unlink()
         from tqdm.auto import tqdm
         bar = tqdm(total=len(games), initial=len(games) - len(todo), desc="eval games", unit="game",
                    disable=not show_progress)
         def progress(rec):
             bar.update(1); bar.set_postfix(won=rec["won"], refresh=False)
-        try: new = asyncio.run(evaluate_games(sampling_client, tokenizer, todo, c, progress))
+        try: new = _run_sync(evaluate_games(sampling_client, tokenizer, todo, c, progress))
         finally: bar.close()
     else: new = []
     summary = summary_record(c, old + new)
@@ -342,7 +349,7 @@ def execute_report(name: str, output: str | os.PathLike, parameters: dict) -> Pa
                         f"see {output}")
     return output
 
-# %% ../nbs/50_evaluate.ipynb #8067a8d6
+# %% ../nbs/50_evaluate.ipynb #2393a2cb
 def cli_eval_parser(parser) -> None:
     "Add the `eval` flags to `parser`."
     d = EvalConfig()

@@ -161,12 +161,12 @@ def _select_rows(cache, keep: torch.Tensor, trim: int) -> None:
         layer.keys = layer.keys[keep, :, trim:].contiguous()
         layer.values = layer.values[keep, :, trim:].contiguous()
 
-# %% ../nbs/21_local_sampler.ipynb #ad515f76
+# %% ../nbs/21_local_sampler.ipynb #a96a003a
 class _Engine:
     "A model served by a worker thread that batches queued requests."
     def __init__(self, model, tokenizer, max_batch_rows: int = 64, batch_window_s: float = 0.002,
-                 prefill_chunk: int = 4096):
-        self.model, self.tokenizer = model, tokenizer
+                 prefill_chunk: int = 4096, cpu_threads: int | None = 1):
+        self.model, self.tokenizer, self.cpu_threads = model, tokenizer, cpu_threads
         self.max_batch_rows, self.batch_window_s, self.prefill_chunk = max_batch_rows, batch_window_s, prefill_chunk
         self.device = next(model.parameters()).device
         self.vocab = model.get_output_embeddings().weight.shape[0]
@@ -193,6 +193,7 @@ class _Engine:
 
     def _serve(self) -> None:
         "Worker loop: collect requests arriving within the batch window and serve them together."
+        if self.device.type == "cpu" and self.cpu_threads: torch.set_num_threads(self.cpu_threads)   # this thread only
         while True:
             req = self.queue.get()
             if req is None: return
@@ -215,7 +216,7 @@ class _Engine:
         "One forward pass that extends `cache`."
         return self.model(input_ids=ids, use_cache=True, **{self.cache_arg: cache}, **kw)
 
-# %% ../nbs/21_local_sampler.ipynb #48970be4
+# %% ../nbs/21_local_sampler.ipynb #b394aa47
 def _prefill(self, tokens: list[int], want_prompt: bool, topk: int = 0):
     "KV cache, last logits [V], prompt logprobs and top-k prompt logprobs of `tokens` (batch 1)."
     from transformers import DynamicCache
@@ -239,7 +240,7 @@ def _prefill(self, tokens: list[int], want_prompt: bool, topk: int = 0):
 
 _Engine._prefill = _prefill
 
-# %% ../nbs/21_local_sampler.ipynb #e7f633f4
+# %% ../nbs/21_local_sampler.ipynb #2662cbf2
 def _serve_batch(self, batch: list[_Request]) -> None:
     "Serve `batch`: prefill every prompt, then decode all sample rows together."
     caches, rows, extras = [], [], {}
@@ -271,7 +272,7 @@ def _serve_batch(self, batch: list[_Request]) -> None:
 
 _Engine._serve_batch = _serve_batch
 
-# %% ../nbs/21_local_sampler.ipynb #47685583
+# %% ../nbs/21_local_sampler.ipynb #0d1802fe
 def _finished(self, row: _Row, token: int) -> str | None:
     "The stop reason if `row` must stop after appending `token`, else None."
     if token in row.stop_ids: return "stop"
@@ -319,7 +320,7 @@ def _decode(self, rows: list[_Row], caches: list) -> None:
 
 _Engine._finished, _Engine._decode = _finished, _decode
 
-# %% ../nbs/21_local_sampler.ipynb #8dff0174
+# %% ../nbs/21_local_sampler.ipynb #69df46f9
 class LocalSamplingClient:
     "PyTRIO 0.2.9 `SamplingClient` surface over an in-process model with batched KV-cache decoding."
     def __init__(self, model, tokenizer, base_model: str, model_path: str | None = None, **engine_kw):

@@ -47,7 +47,7 @@ def sample_seed(seed: int, game_id: str, branch: int, turn: int) -> int:
     h = hashlib.blake2b(f"{seed}|{game_id}|{branch}|{turn}".encode(), digest_size=8).digest()
     return int.from_bytes(h, "little") % (2**31 - 1)
 
-# %% ../nbs/11_rollout.ipynb #94c83ec2
+# %% ../nbs/11_rollout.ipynb #f6fcae38
 STOP_REASONS = ("won", "environment_done", "max_steps", "trajectory_too_long", "env_error")
 INVALID_PENALTY = 0.1
 
@@ -70,6 +70,7 @@ class StepRecord:
     won: bool
     sample_seconds: float = 0.0
     env_seconds: float = 0.0
+    env_error: str | None = None       # the environment failed on this step (not counted as invalid)
 
     def to_record(self) -> dict:
         "JSON-ready dict (token ids and logprobs included)."
@@ -90,6 +91,7 @@ class Trajectory:
     invalid_action_count: int = 0
     reward: float = 0.0
     advantage: float | None = None
+    reset_seconds: float = 0.0
     tokens: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     assistant_mask: list[bool] = field(default_factory=list)
@@ -177,7 +179,7 @@ def _env_factory_default():
     from alfworld_rl.env import EnvGroup
     return EnvGroup
 
-# %% ../nbs/11_rollout.ipynb #65c2b318
+# %% ../nbs/11_rollout.ipynb #998ef572
 class _Runner:
     "Everything one rollout's trajectory tasks share."
     def __init__(self, client, tokenizer, config: RolloutConfig, env_factory, progress):
@@ -249,12 +251,16 @@ class _Runner:
                     break
                 # next prompt: prompt + completion + missing closing + observation turn
                 obs_tokens = tt.observation_tokens(traj.messages[-1]["content"])
+                if not self.fits(len(traj.tokens) + len(obs_tokens)):
+                    traj.stop_reason, traj.truncated = "trajectory_too_long", True
+                    break
                 traj.tokens += obs_tokens
                 traj.logprobs += [0.0] * len(obs_tokens)
                 traj.assistant_mask += [False] * len(obs_tokens)
         except _EnvError as e:
             traj.stop_reason, traj.error = "env_error", str(e)
-        traj.invalid_action_count = sum((not s.valid_format) or (not s.admissible) for s in traj.steps)
+        traj.invalid_action_count = sum((not s.valid_format) or (not s.admissible and s.env_error is None)
+                                        for s in traj.steps)
         traj.reward = trajectory_reward(traj.won, traj.invalid_action_count)
         self.done(traj)
         return traj
@@ -285,9 +291,11 @@ class _Runner:
         else:
             t0 = time.perf_counter()
             try: res = await env.step_branch_async(traj.branch, call.action)
-            except Exception as e: raise _EnvError(f"{type(e).__name__}: {e}") from e
-            finally: rec.env_seconds = time.perf_counter() - t0
-            if getattr(res, "error", None): raise _EnvError(str(res.error))
+            except Exception as e: rec.env_error = f"{type(e).__name__}: {e}"
+            else:
+                if getattr(res, "error", None): rec.env_error = str(res.error)
+            rec.env_seconds = time.perf_counter() - t0
+            if rec.env_error is not None: raise _EnvError(rec.env_error)
             rec.admissible, rec.observation = bool(res.admissible), res.observation
             rec.done, rec.won = bool(res.done), bool(res.won)
             traj.won = rec.won
@@ -304,7 +312,7 @@ class _Runner:
 class _EnvError(RuntimeError):
     "The environment failed for one branch."
 
-# %% ../nbs/11_rollout.ipynb #12e96d56
+# %% ../nbs/11_rollout.ipynb #61912a16
 async def _reset(env):
     "Reset every branch (the async form when the environment has one)."
     if hasattr(env, "reset_async"): return list(await env.reset_async())
@@ -329,11 +337,13 @@ class _GroupRunner(_Runner):
     async def _play_branches(self, env, game) -> list[Trajectory]:
         "Reset, sample the first turn for the group, run each branch as its own task."
         c = self.config
+        t0 = time.perf_counter()
         try: starts = await _reset(env)
         except Exception as e: return [self._failed(game, b, f"reset failed: {type(e).__name__}: {e}") for b in range(c.group_size)]
         prompts = [P.render_prompt(self.tok, P.initial_messages(s.task, s.observation, s.admissible_commands,
                                                                 c.max_episode_steps, c.include_admissible_actions))
                    for s in starts]
+        reset_seconds = time.perf_counter() - t0
         firsts, seconds = [None] * c.group_size, [0.0] * c.group_size
         if all(p == prompts[0] for p in prompts) and self.fits(len(prompts[0])):
             self.acct.prompt(0, len(prompts[0]), shared=c.group_size)
@@ -342,7 +352,9 @@ class _GroupRunner(_Runner):
         async with asyncio.TaskGroup() as tg:
             tasks = [tg.create_task(self.play(env, game, b, starts[b], prompts[b], firsts[b], seconds[b]))
                      for b in range(c.group_size)]
-        return [t.result() for t in tasks]
+        trajs = [t.result() for t in tasks]
+        for t in trajs: t.reset_seconds = reset_seconds
+        return trajs
 
     def _failed(self, game, branch: int, error: str) -> Trajectory:
         "A trajectory that never started because the environment failed."

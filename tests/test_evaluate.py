@@ -137,6 +137,16 @@ def test_eval_report_template(tiny_eval, tmp_path, monkeypatch):
     assert "stop reason" in text and "format errors" in text and "task: Your task is to:" in text
 
 
+def test_overwrite_keeps_the_old_file_when_the_model_cannot_load(small_data_root, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    Path("old.jsonl").write_text('{"type": "summary", "base_model": "x", "model_path": null, "metrics": {}}\n')
+    before = Path("old.jsonl").read_bytes()
+    status = main(["eval", "--base-model", str(tmp_path / "no-such-model"), "--data-root", str(small_data_root),
+                   "--output", "old.jsonl", "--overwrite-output", "--no-report", *TINY[2:]])
+    assert status == 1 and "no-such-model" in capsys.readouterr().err
+    assert Path("old.jsonl").read_bytes() == before
+
+
 @pytest.mark.slow
 def test_cli_eval_with_report_and_swanlab_offline(small_data_root, tmp_path):
     r = subprocess.run([CLI, "eval", *TINY, "--data-root", str(small_data_root), "--split", "valid_unseen",
