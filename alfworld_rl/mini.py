@@ -17,7 +17,7 @@ __all__ = ['MINI', 'SMOKE', 'PRESETS', 'MODEL_KEYS', 'MiniSettings', 'validate_s
            'mini_demonstrations', 'seed_summaries', 'mean_summary', 'mean_summaries', 'seed_table', 'plot_curves',
            'before_after', 'stage_seconds', 'cli_mini_parser', 'cli_mini']
 
-# %% ../nbs/60_mini.ipynb #98f2f721
+# %% ../nbs/60_mini.ipynb #de3776d3
 @dataclass
 class MiniSettings:
     "Every knob of the mini recipe: games, model size, SFT, PPO, evaluation and seeds."
@@ -44,7 +44,7 @@ class MiniSettings:
     max_assistant_tokens: int = 48
     lora_rank: int = 32
     # SFT
-    sft_steps: int = 12
+    sft_steps: int = 40
     sft_games_per_batch: int = 8
     sft_learning_rate: float = 2e-3
     # PPO

@@ -12,7 +12,7 @@ from .rollout import ROLLOUT_CONTEXT
 __all__ = ['MALFORMED_KINDS', 'ScriptedPolicy', 'last_admissible', 'load_walkthrough', 'ExpertPolicy', 'RandomAdmissiblePolicy',
            'MalformedPolicy', 'MixedPolicy']
 
-# %% ../nbs/12_policies.ipynb #66ab3cf5
+# %% ../nbs/12_policies.ipynb #81d61440
 class ScriptedPolicy:
     "Base class: a `SamplingClient`-like sampler whose replies come from `reply(prompt_text, context, rng)`."
     def __init__(self, tokenizer, *, style: str = "xml", include_stop_token: bool = True, latency=None,
@@ -53,7 +53,7 @@ class ScriptedPolicy:
         self.requests.append({"num_samples": num_samples, "prompt_length": len(ids), "seed": params.seed,
                               "latency": delay, "context": None if context is None else context[1:]})
         if delay: await asyncio.sleep(delay)
-        text = self.tokenizer.decode(ids)
+        text = self.tokenizer.decode(ids, skip_special_tokens=True)   # the conversation text, without markers
         seqs = []
         for i in range(num_samples):
             rng = random.Random(f"{params.seed}|{i}")
