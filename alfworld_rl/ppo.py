@@ -14,27 +14,15 @@ from pytrio.client.training_batch import plan_training_batch, GradientAccumulati
 from pytrio.model.limits import TrainingLimits
 
 # %% auto #0
-__all__ = ['INVALID_ACTION_PENALTY', 'ZERO_ADVANTAGE', 'trajectory_reward', 'group_advantages', 'group_key', 'group_trajectories',
-           'assign_advantages', 'trajectory_datum', 'build_datums', 'validate_datums', 'datum_token_counts',
-           'plot_datum', 'ppo_loss', 'importance_sampling_loss', 'rollout_metrics']
+__all__ = ['ZERO_ADVANTAGE', 'group_advantages', 'group_key', 'group_trajectories', 'assign_advantages', 'trajectory_datum',
+           'build_datums', 'validate_datums', 'datum_token_counts', 'plot_datum', 'ppo_loss',
+           'importance_sampling_loss', 'rollout_metrics']
 
 # %% ../nbs/30_ppo.ipynb #50f70708
-INVALID_ACTION_PENALTY = 0.1
-
-def trajectory_reward(won: bool, invalid_count: int) -> float:
-    "Outcome reward `1[won] - 0.1 * invalid_count`."
-    if invalid_count < 0: raise ValueError(f"invalid_count must be >= 0, got {invalid_count}")
-    return round(float(bool(won)) - INVALID_ACTION_PENALTY * invalid_count, 10)
+from .rollout import INVALID_PENALTY as INVALID_ACTION_PENALTY, trajectory_reward
+from .rollout import group_advantages as _centered  # one group: reward - mean, exact zeros if all equal
 
 # %% ../nbs/30_ppo.ipynb #2b4b87c7
-def _centered(rewards: Sequence[float]) -> list[float]:
-    "Rewards minus their mean; exact zeros when all rewards are equal."
-    rewards = [float(r) for r in rewards]
-    if not rewards: raise ValueError("a group needs at least one reward")
-    if max(rewards) == min(rewards): return [0.0] * len(rewards)
-    mean = math.fsum(rewards) / len(rewards)
-    return [r - mean for r in rewards]
-
 def group_advantages(rewards_by_group: Sequence[Sequence[float]] | Mapping[object, Sequence[float]]):
     "Advantage `reward - mean(group)` for every reward, in the same shape (list of lists or dict)."
     if isinstance(rewards_by_group, Mapping):

@@ -115,11 +115,14 @@ class Trajectory:
                 "num_assistant_tokens": int(sum(self.assistant_mask))}
 
 def trajectory_reward(won: bool, invalid_action_count: int) -> float:
-    "`1[won] - 0.1 * invalid actions`."
-    return float(bool(won)) - INVALID_PENALTY * invalid_action_count
+    "`1[won] - 0.1 * invalid actions`, rounded so that e.g. 1 - 3 * 0.1 is exactly 0.7."
+    if invalid_action_count < 0: raise ValueError(f"invalid_action_count must be >= 0, got {invalid_action_count}")
+    return round(float(bool(won)) - INVALID_PENALTY * invalid_action_count, 10)
 
 def group_advantages(rewards: list[float]) -> list[float]:
-    "`reward - mean(reward of the group)` (no division by the standard deviation)."
+    "`reward - mean(reward of the group)` (no std division); exact zeros when all rewards are equal."
+    if not rewards: raise ValueError("a group needs at least one reward")
+    if max(rewards) == min(rewards): return [0.0] * len(rewards)  # no float residue: a degenerate group is skipped
     mean = math.fsum(rewards) / len(rewards)
     return [r - mean for r in rewards]
 
