@@ -161,12 +161,13 @@ def _select_rows(cache, keep: torch.Tensor, trim: int) -> None:
         layer.keys = layer.keys[keep, :, trim:].contiguous()
         layer.values = layer.values[keep, :, trim:].contiguous()
 
-# %% ../nbs/21_local_sampler.ipynb #a96a003a
+# %% ../nbs/21_local_sampler.ipynb #1699a5e5
 class _Engine:
     "A model served by a worker thread that batches queued requests."
     def __init__(self, model, tokenizer, max_batch_rows: int = 64, batch_window_s: float = 0.002,
-                 prefill_chunk: int = 4096, cpu_threads: int | None = 1):
+                 prefill_chunk: int = 4096, cpu_threads: int | None = 1, prefix_cache_bytes: int = 2**30):
         self.model, self.tokenizer, self.cpu_threads = model, tokenizer, cpu_threads
+        self.prefix_cache_bytes, self.prefix_cache, self.prefix_hits, self.prefix_tokens_saved = prefix_cache_bytes, {}, 0, 0
         self.max_batch_rows, self.batch_window_s, self.prefill_chunk = max_batch_rows, batch_window_s, prefill_chunk
         self.device = next(model.parameters()).device
         self.vocab = model.get_output_embeddings().weight.shape[0]
@@ -216,15 +217,17 @@ class _Engine:
         "One forward pass that extends `cache`."
         return self.model(input_ids=ids, use_cache=True, **{self.cache_arg: cache}, **kw)
 
-# %% ../nbs/21_local_sampler.ipynb #b394aa47
+# %% ../nbs/21_local_sampler.ipynb #7daac236
 def _prefill(self, tokens: list[int], want_prompt: bool, topk: int = 0):
     "KV cache, last logits [V], prompt logprobs and top-k prompt logprobs of `tokens` (batch 1)."
     from transformers import DynamicCache
-    cache = DynamicCache(config=self.model.config)
+    cache, start = None, 0
+    if not want_prompt: cache, start = self._reuse_prefix(tokens)
+    if cache is None: cache, start = DynamicCache(config=self.model.config), 0
     ids = torch.tensor([tokens], device=self.device)
     prompt_lps, topks, last = [None], [None], None
     n = len(tokens)
-    for s in range(0, n, self.prefill_chunk):
+    for s in range(start, n, self.prefill_chunk):
         e = min(n, s + self.prefill_chunk)
         out = self._forward(ids[:, s:e], cache, logits_to_keep=0 if want_prompt else 1)
         logits = out.logits[0].float()
@@ -240,7 +243,39 @@ def _prefill(self, tokens: list[int], want_prompt: bool, topk: int = 0):
 
 _Engine._prefill = _prefill
 
-# %% ../nbs/21_local_sampler.ipynb #2662cbf2
+# %% ../nbs/21_local_sampler.ipynb #5c294466
+def _cache_nbytes(layers) -> int:
+    "Bytes held by a list of (keys, values) pairs."
+    return sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in layers)
+
+def _store_prefix(self, tokens: list[int], layers: list) -> None:
+    "Keep `layers` [(keys, values) of batch 1] as the cache of `tokens`, evicting old entries over the budget."
+    if self.prefix_cache_bytes <= 0 or len(tokens) < 2: return
+    store = self.prefix_cache
+    store.pop(tuple(tokens), None)
+    store[tuple(tokens)] = layers
+    total = sum(_cache_nbytes(v) for v in store.values())
+    while store and total > self.prefix_cache_bytes:
+        oldest = next(iter(store))
+        total -= _cache_nbytes(store.pop(oldest))
+
+def _reuse_prefix(self, tokens: list[int]):
+    "A `DynamicCache` of the longest stored prefix of `tokens` (taken out of the store) and its length, or (None, 0)."
+    from transformers import DynamicCache
+    best = None
+    for key in self.prefix_cache:
+        if len(key) < len(tokens) and (best is None or len(key) > len(best)) and tuple(tokens[: len(key)]) == key:
+            best = key
+    if best is None: return None, 0
+    layers = self.prefix_cache.pop(best)
+    cache = DynamicCache(config=self.model.config)
+    for li, (k, v) in enumerate(layers): cache.update(k, v, li)
+    self.prefix_hits += 1; self.prefix_tokens_saved += len(best)
+    return cache, len(best)
+
+_Engine._store_prefix, _Engine._reuse_prefix = _store_prefix, _reuse_prefix
+
+# %% ../nbs/21_local_sampler.ipynb #5acc0eac
 def _serve_batch(self, batch: list[_Request]) -> None:
     "Serve `batch`: prefill every prompt, then decode all sample rows together."
     caches, rows, extras = [], [], {}
@@ -272,7 +307,7 @@ def _serve_batch(self, batch: list[_Request]) -> None:
 
 _Engine._serve_batch = _serve_batch
 
-# %% ../nbs/21_local_sampler.ipynb #0d1802fe
+# %% ../nbs/21_local_sampler.ipynb #66df1a55
 def _finished(self, row: _Row, token: int) -> str | None:
     "The stop reason if `row` must stop after appending `token`, else None."
     if token in row.stop_ids: return "stop"
@@ -285,6 +320,7 @@ def _finished(self, row: _Row, token: int) -> str | None:
 
 def _decode(self, rows: list[_Row], caches: list) -> None:
     "Generate every row of `rows` to completion, batched, starting from their prefilled `caches`."
+    stackable = _stackable(caches[0][0])
     lengths = [len(r.req.prompt) for r in rows]
     L, dev = max(lengths), self.device
     cache = _stack_caches([c for c, _ in caches], lengths, self.model.config) if len(rows) > 1 else caches[0][0]
@@ -305,6 +341,10 @@ def _decode(self, rows: list[_Row], caches: list) -> None:
             r.tokens.append(t); r.logprobs.append(lp)
             r.stop_reason = self._finished(r, t)
             if r.stop_reason is None: keep.append(i)
+            elif stackable:
+                pad = int((mask[i] == 0).sum())
+                self._store_prefix(r.req.prompt + r.tokens[:-1],
+                                   [(l.keys[i:i + 1, :, pad:].clone(), l.values[i:i + 1, :, pad:].clone()) for l in cache.layers])
         if not keep: return
         if len(keep) < len(active):
             idx = torch.tensor(keep, device=dev)
@@ -320,7 +360,7 @@ def _decode(self, rows: list[_Row], caches: list) -> None:
 
 _Engine._finished, _Engine._decode = _finished, _decode
 
-# %% ../nbs/21_local_sampler.ipynb #69df46f9
+# %% ../nbs/21_local_sampler.ipynb #d1d217b5
 class LocalSamplingClient:
     "PyTRIO 0.2.9 `SamplingClient` surface over an in-process model with batched KV-cache decoding."
     def __init__(self, model, tokenizer, base_model: str, model_path: str | None = None, **engine_kw):

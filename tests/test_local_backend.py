@@ -306,3 +306,18 @@ def test_long_datum_trains(svc, tok):
     d = trajectory_datum(tokens, [0.0] * 11_000 + [-5.0] * 1001, [False] * 11_000 + [True] * 1001, 1.0)
     out = tc.forward_backward([d, d], "ppo", CLIP).result(timeout=600)
     assert out.metrics["token_count"] == 24_000
+
+
+def test_unstackable_cache_falls_back_to_row_by_row(svc, prompt, monkeypatch):
+    """Models whose caches cannot be stacked are decoded one row at a time, with the same seeded tokens."""
+    import alfworld_rl.local_sampler as ls
+    sc = svc.create_sampling_client("tiny-qwen3")
+    reqs = [(prompt, SamplingParams(max_tokens=10, seed=1)), (prompt[:30], SamplingParams(max_tokens=6, seed=2))]
+
+    async def both():
+        return await asyncio.gather(*[sc.sample_async(ModelInput.from_ints(p), sampling_params=sp) for p, sp in reqs])
+    stacked = [r.sequences[0] for r in asyncio.run(both())]
+    monkeypatch.setattr(ls, "_stackable", lambda cache: False)
+    rowwise = [r.sequences[0] for r in asyncio.run(both())]
+    assert [s.tokens for s in stacked] == [s.tokens for s in rowwise]
+    for a, b in zip(stacked, rowwise): torch.testing.assert_close(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-4, rtol=0)
