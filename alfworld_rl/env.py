@@ -11,9 +11,10 @@ from pathlib import Path
 from .core import UserError, canonicalize_action, patch_textworld
 
 # %% auto #0
-__all__ = ['TASK_PREFIX', 'HIDDEN_COMMANDS', 'MAX_IDLE_ENVS', 'MAX_PARSE_CACHE', 'BranchStart', 'StepResult', 'EnvError',
-           'EnvWorkerError', 'EnvArgumentError', 'split_intro', 'visible_commands', 'cache_textgen_parsing',
-           'BranchEnv', 'default_num_workers', 'EnvPool', 'get_env_pool', 'close_env_pool', 'EnvGroup']
+__all__ = ['TASK_PREFIX', 'HIDDEN_COMMANDS', 'MAX_IDLE_ENVS', 'MAX_PARSE_CACHE', 'MAX_TRANSLATIONS', 'BranchStart', 'StepResult',
+           'EnvError', 'EnvWorkerError', 'EnvArgumentError', 'split_intro', 'visible_commands', 'cache_textgen_parsing',
+           'cache_pddl_translation', 'BranchEnv', 'default_num_workers', 'EnvPool', 'get_env_pool', 'close_env_pool',
+           'EnvGroup']
 
 # %% ../nbs/04_env.ipynb #886bf626
 TASK_PREFIX = "Your task is to:"
@@ -62,7 +63,7 @@ def visible_commands(commands) -> list[str]:
     "The admissible commands without the ones we never show (`help`)."
     return [c for c in commands if c not in HIDDEN_COMMANDS]
 
-# %% ../nbs/04_env.ipynb #8acde5b7
+# %% ../nbs/04_env.ipynb #39462687
 MAX_IDLE_ENVS = 64          # environments a worker keeps for reuse after their branch closes
 MAX_PARSE_CACHE = 50_000    # grammar templates a worker keeps parsed
 
@@ -84,6 +85,30 @@ def cache_textgen_parsing() -> bool:
 
     parse_and_convert._alfworld_rl_cached = True
     textgen._parse_and_convert = parse_and_convert
+    return True
+
+MAX_TRANSLATIONS = 32       # PDDL -> SAS translations a worker keeps (two per game)
+
+def cache_pddl_translation() -> bool:
+    "Memoize Fast Downward's PDDL-to-SAS translation of (domain, problem) in this process (idempotent)."
+    from collections import OrderedDict
+    import fast_downward
+    if getattr(fast_downward.pddl2sas, "_alfworld_rl_cached", False): return True
+    translate_uncached, cache = fast_downward.pddl2sas, OrderedDict()
+
+    def pddl2sas(domain, problem, verbose=False, optimize=False):
+        "Translate once per (domain, problem, optimize); the engine only reads the task it gets back."
+        key = (domain, problem, bool(optimize))
+        if verbose or key not in cache:
+            out = translate_uncached(domain, problem, verbose=verbose, optimize=optimize)
+            if verbose: return out
+            cache[key] = out
+            if len(cache) > MAX_TRANSLATIONS: cache.popitem(last=False)
+        cache.move_to_end(key)
+        return cache[key]
+
+    pddl2sas._alfworld_rl_cached = True
+    fast_downward.pddl2sas = pddl2sas
     return True
 
 def _import_alfworld(module: str):
@@ -137,6 +162,7 @@ def _serve(envs: dict, idle: list, op: str, branch, args):
         from textworld.envs.pddl import textgen
         return {"pid": os.getpid(), "patched": bool(getattr(textgen.EvalSymbol.derive, "_alfworld_rl_patched", False)),
                 "parse_cache": bool(getattr(textgen._parse_and_convert, "_alfworld_rl_cached", False)),
+                "translation_cache": bool(getattr(importlib.import_module("fast_downward").pddl2sas, "_alfworld_rl_cached", False)),
                 "branches": len(envs), "idle": len(idle)}
     raise EnvError(f"unknown worker op {op!r}")
 
@@ -144,6 +170,7 @@ def _worker_main(conn) -> None:
     "Worker process: apply the TextWorld patch, then serve branch requests until told to exit."
     patch_textworld()
     cache_textgen_parsing()
+    cache_pddl_translation()
     import textworld.envs.pddl                                   # import the engine now, before the first request
     _import_alfworld("alfworld.agents.environment.alfred_tw_env")
     envs, idle = {}, []

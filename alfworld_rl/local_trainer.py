@@ -270,9 +270,10 @@ def _save_state(self, name: str, overwrite: bool) -> SaveWeightsResponse:
     if out.exists() and not overwrite:
         raise ValidationError(f"checkpoint {out} exists; pass overwrite=True", code="validation.checkpoint_exists")
     self._save_adapter(out)
-    if self.optimizer is not None: torch.save(self.optimizer.state_dict(), out / "optimizer.pt")
+    # A state saved before the first step still carries an (empty) optimizer, so resuming with it always works.
+    torch.save(self._make_optimizer().state_dict(), out / "optimizer.pt")
     info = {"kind": "state", **self._lora_info(), "step": self.step, "run": self.training_run_cuid,
-            "has_optimizer": self.optimizer is not None}
+            "has_optimizer": True}
     (out / "trainer_state.json").write_text(json.dumps(info, indent=1) + "\n")
     return SaveWeightsResponse(path=str(out), model=self.base_model, size=_dir_size(out))
 

@@ -112,7 +112,7 @@ class MiniPaths:
     def eval_file(self, label: str) -> Path: return self.root / "eval" / f"{label}.jsonl"
     def image(self, name: str) -> Path: return self.root / "images" / name
 
-# %% ../nbs/60_mini.ipynb #9bdbf576
+# %% ../nbs/60_mini.ipynb #a077142f
 def mini_data(s: MiniSettings, paths: MiniPaths, progress: bool = True) -> Path:
     "Generate (or finish generating) the games of `s` under `paths.data`; returns the data root."
     from alfworld_rl.generate import generate_dataset
@@ -133,9 +133,10 @@ def mini_model(s: MiniSettings, paths: MiniPaths) -> Path:
     info = out / "mini_model.json"
     if info.exists() and json.loads(info.read_text()) == spec: return out
     src = tiny_qwen3_path()
-    config = AutoConfig.from_pretrained(src)
-    for k, v in spec.items():
-        if k != "model_seed": setattr(config, k, v)
+    base = AutoConfig.from_pretrained(src).to_dict()
+    base.pop("layer_types", None)                          # derived from the layer count; rebuilt by the config
+    base.update({k: v for k, v in spec.items() if k != "model_seed"})
+    config = AutoConfig.for_model(**base)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(s.model_seed)
         model = AutoModelForCausalLM.from_config(config).to(torch.float32)

@@ -35,7 +35,7 @@ def walkthrough(game_file):
 
 def test_workers_apply_the_textworld_patch(pool):
     infos = pool.info()
-    assert [(i["patched"], i["parse_cache"]) for i in infos] == [(True, True)] * 2
+    assert [(i["patched"], i["parse_cache"], i["translation_cache"]) for i in infos] == [(True, True, True)] * 2
     assert sorted(i["pid"] for i in infos) == sorted(pool.worker_pids())
     assert os.getpid() not in pool.worker_pids()
 
@@ -101,25 +101,28 @@ def test_text_matches_alfworlds_own_textworld_gym_env(pool, games):
     from alfworld_rl.env import _import_alfworld
     tw = _import_alfworld("alfworld.agents.environment.alfred_tw_env")
     from textworld.envs.pddl import textgen
+    import fast_downward
     assert not getattr(textgen._parse_and_convert, "_alfworld_rl_cached", False)   # the reference is unmodified
+    assert not getattr(fast_downward.pddl2sas, "_alfworld_rl_cached", False)
     gf = games["pick_two_obj_and_place"]
     plan = walkthrough(gf)
     infos = textworld.EnvInfos(won=True, admissible_commands=True, extras=["gamefile"])
     env_id = textworld.gym.register_games([gf], infos, batch_size=1, asynchronous=False, max_episode_steps=50,
                                           wrappers=[tw.AlfredDemangler(shuffle=False), tw.AlfredInfos])
     ref = textworld.gym.make(env_id)
-    obs, ref_infos = ref.reset()
     with EnvGroup(gf, group_size=1, max_steps=50, pool=pool) as g:
-        start = g.reset()[0]
-        assert start.raw == obs[0]
-        assert start.admissible_commands == [c for c in ref_infos["admissible_commands"][0] if c != "help"]
-        for cmd in ["look", "eat apple 1"] + plan:
-            r = g.step_branch(0, cmd)
-            obs, scores, dones, ref_infos = ref.step([cmd])
-            assert (r.observation, r.score, r.done, r.won) == (obs[0], scores[0], dones[0], ref_infos["won"][0])
-            assert r.admissible_commands == [c for c in ref_infos["admissible_commands"][0] if c != "help"]
+        for episode in range(2):                   # the second episode runs on the workers' caches
+            obs, ref_infos = ref.reset()
+            start = g.reset()[0]
+            assert start.raw == obs[0]
+            assert start.admissible_commands == [c for c in ref_infos["admissible_commands"][0] if c != "help"]
+            for cmd in ["look", "eat apple 1"] + plan:
+                r = g.step_branch(0, cmd)
+                obs, scores, dones, ref_infos = ref.step([cmd])
+                assert (r.observation, r.score, r.done, r.won) == (obs[0], scores[0], dones[0], ref_infos["won"][0])
+                assert r.admissible_commands == [c for c in ref_infos["admissible_commands"][0] if c != "help"]
+            assert r.won
     ref.close()
-    assert r.won
 
 
 def test_max_steps_ends_branches(pool, games):
