@@ -19,7 +19,7 @@ class UserError(Exception):
         super().__init__(message)
         self.status = status
 
-# %% ../nbs/00_core.ipynb #38a74c90
+# %% ../nbs/00_core.ipynb #ac02ad40
 def patch_textworld() -> bool:
     "Make TextWorld's PDDL text generation work on Python 3.13 (idempotent); True if the patch is in place."
     try: from textworld.envs.pddl import textgen
@@ -36,8 +36,6 @@ def patch_textworld() -> bool:
     derive._alfworld_rl_patched = True
     sym.derive = derive
     return True
-
-patch_textworld()
 
 # %% ../nbs/00_core.ipynb #da60ea09
 DEFAULT_DATA_ROOT = Path("datasets") / "alfworld"

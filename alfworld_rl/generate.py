@@ -10,6 +10,8 @@ from .core import UserError, patch_textworld, append_jsonl, read_jsonl, truncate
 from .scenes import (ROOMS, TASK_TYPES, alfred_goals, alfred_logic_files, can_hold, hosts_for, is_openable,
                      is_receptacle_object, object_abilities, room_kind_of_scene, scene_numbers, task_room_kinds)
 
+patch_textworld()   # games are planned and replayed in this process
+
 # %% auto #0
 __all__ = ['SPLITS', 'GAME_FILE', 'TRAJ_FILE', 'MANIFEST', 'DEFAULT_ROOM', 'SMALL_ROOM', 'MAX_ATTEMPTS', 'APPLIANCE', 'ABILITY',
            'DOMAIN_CONSTANTS', 'SPLIT_CODE', 'mangle', 'alfred_id', 'Receptacle', 'Layout', 'make_layout', 'GameSpec',

@@ -17,7 +17,7 @@ __all__ = ['MINI', 'SMOKE', 'PRESETS', 'MODEL_KEYS', 'MiniSettings', 'validate_s
            'mini_demonstrations', 'seed_summaries', 'mean_summary', 'mean_summaries', 'seed_table', 'plot_curves',
            'before_after', 'stage_seconds', 'cli_mini_parser', 'cli_mini']
 
-# %% ../nbs/60_mini.ipynb #de3776d3
+# %% ../nbs/60_mini.ipynb #7ad99491
 @dataclass
 class MiniSettings:
     "Every knob of the mini recipe: games, model size, SFT, PPO, evaluation and seeds."
@@ -31,27 +31,27 @@ class MiniSettings:
     distractors: int = 2
     max_plan_steps: int = 12
     # model: a Qwen3 with tiny-qwen3's tokenizer
-    hidden_size: int = 128
-    num_hidden_layers: int = 2
-    intermediate_size: int = 384
-    num_attention_heads: int = 4
-    num_key_value_heads: int = 2
+    hidden_size: int = 256
+    num_hidden_layers: int = 4
+    intermediate_size: int = 768
+    num_attention_heads: int = 8
+    num_key_value_heads: int = 4
     head_dim: int = 32
     model_seed: int = 0
     # episodes (shared by SFT prompts, PPO rollouts and evaluation)
     max_episode_steps: int = 12
     max_trajectory_tokens: int = 6000
     max_assistant_tokens: int = 48
-    lora_rank: int = 32
+    lora_rank: int = 64
     # SFT
-    sft_steps: int = 40
+    sft_steps: int = 80
     sft_games_per_batch: int = 8
-    sft_learning_rate: float = 2e-3
+    sft_learning_rate: float = 5e-3
     # PPO
     ppo_steps: int = 12
     ppo_games_per_batch: int = 4
     group_size: int = 8
-    ppo_learning_rate: float = 5e-4
+    ppo_learning_rate: float = 1e-3
     temperature: float = 1.0
     # evaluation
     eval_temperature: float = 0.01
@@ -59,7 +59,8 @@ class MiniSettings:
 
 MINI = MiniSettings()
 SMOKE = MiniSettings(seeds=(0,), train_games=6, valid_games=2, max_episode_steps=10, max_trajectory_tokens=4096,
-                     max_assistant_tokens=24, hidden_size=64, intermediate_size=128, head_dim=16,
+                     max_assistant_tokens=24, hidden_size=64, num_hidden_layers=2, intermediate_size=128,
+                     num_attention_heads=4, num_key_value_heads=2, head_dim=16, lora_rank=32,
                      sft_steps=2, sft_games_per_batch=3, ppo_steps=1, ppo_games_per_batch=2, group_size=2,
                      eval_games_per_batch=4)
 PRESETS = {"mini": MINI, "smoke": SMOKE}

@@ -7,7 +7,8 @@ from alfworld_rl.data import discover_games
 
 def reset_pddl_game(game_file: str) -> str:
     "Reset a PDDL game in the real TextWorld engine and return the first observation."
-    import alfworld_rl.core  # noqa: F401  (importing the package applies the patch)
+    from alfworld_rl.core import patch_textworld
+    patch_textworld()
     import textworld
     from textworld.envs.pddl import PddlEnv
     env = PddlEnv(textworld.EnvInfos(admissible_commands=True, won=True))

@@ -172,12 +172,21 @@ def test_worker_crash_becomes_branch_errors_and_close_leaves_no_children(games):
     gf = games["pick_clean_then_place_in_recep"]
     plan = walkthrough(gf)
     me = psutil.Process()
-    before = {p.pid for p in me.children(recursive=True)}
+
+    def children():
+        "Our child processes, except multiprocessing's interpreter-wide resource tracker (spawn starts it once)."
+        out = set()
+        for p in me.children(recursive=True):
+            try:
+                if not any("resource_tracker" in part for part in p.cmdline()): out.add(p.pid)
+            except psutil.Error: pass
+        return out
+    before = children()
     pool = EnvPool(num_workers=2)
     g = EnvGroup(gf, group_size=4, max_steps=50, pool=pool)
     g.reset()
     pids = g.worker_pids()
-    assert len(set(pids)) == 2 and set(pids) <= {p.pid for p in me.children()}   # spread over both workers
+    assert len(set(pids)) == 2 and set(pids) <= children()         # spread over both workers
     victim = pids[0]
 
     async def kill_then_step_all():
@@ -211,7 +220,7 @@ def test_worker_crash_becomes_branch_errors_and_close_leaves_no_children(games):
         workers = set(pool.worker_pids())
     pool.close()
     pool.close()                                                   # idempotent
-    after = {p.pid for p in me.children(recursive=True)}
+    after = children()
     assert after <= before and not (workers & after)
     with pytest.raises(EnvError, match="closed"): EnvGroup(gf, 1, 5, pool=pool).reset()
 

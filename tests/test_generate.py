@@ -135,7 +135,8 @@ def test_cli_generate_and_bad_flags(tmp_path, capsys):
 
 ALFRED_TW_ENV_CHECK = textwrap.dedent("""
     import json, os, sys
-    import alfworld_rl.core
+    from alfworld_rl.core import patch_textworld
+    patch_textworld()
     from alfworld.agents.environment.alfred_tw_env import AlfredTWEnv
     root = os.environ["ALFWORLD_DATA"]
     config = {"dataset": {"data_path": root + "/json_2.1.1/train", "eval_id_data_path": root + "/json_2.1.1/valid_seen",
