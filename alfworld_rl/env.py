@@ -170,6 +170,8 @@ def _serve(envs: dict, idle: list, op: str, branch, args):
 
 def _worker_main(conn) -> None:
     "Worker process: apply the TextWorld patch, then serve branch requests until told to exit."
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the parent's to handle; it closes the pool
     patch_textworld()
     cache_textgen_parsing()
     cache_pddl_translation()
