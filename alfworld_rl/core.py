@@ -8,9 +8,8 @@ import json, os, re, random
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['DEFAULT_DATA_ROOT', 'UserError', 'patch_textworld', 'resolve_data_root', 'import_alfworld_info_quietly',
-           'canonicalize_action', 'append_jsonl', 'read_jsonl', 'truncate_partial_line', 'seed_everything',
-           'user_cache_dir']
+__all__ = ['DEFAULT_DATA_ROOT', 'UserError', 'patch_textworld', 'resolve_data_root', 'import_alfworld', 'canonicalize_action',
+           'append_jsonl', 'read_jsonl', 'truncate_partial_line', 'seed_everything', 'user_cache_dir']
 
 # %% ../nbs/00_core.ipynb #a2524c35
 class UserError(Exception):
@@ -47,17 +46,18 @@ def resolve_data_root(data_root: str | os.PathLike | None = None) -> Path:
     if env: return Path(env).expanduser()
     return DEFAULT_DATA_ROOT
 
-# %% ../nbs/00_core.ipynb #bd116546
-def import_alfworld_info_quietly() -> None:
-    "Import `alfworld.info` without letting it set `$ALFWORLD_DATA` for this process."
+# %% ../nbs/00_core.ipynb #0c649d10
+def import_alfworld(module: str = "alfworld.info"):
+    "Import an `alfworld` module without letting `alfworld.info` set `$ALFWORLD_DATA` for this process."
+    import importlib
     before = os.environ.get("ALFWORLD_DATA")
-    try: import alfworld.info  # noqa: F401
-    except ImportError: return
+    try: return importlib.import_module(module)
     finally:
         if before is None: os.environ.pop("ALFWORLD_DATA", None)
         else: os.environ["ALFWORLD_DATA"] = before
 
-import_alfworld_info_quietly()
+try: import_alfworld("alfworld.info")
+except ImportError: pass
 
 # %% ../nbs/00_core.ipynb #f1866509
 def canonicalize_action(action: str) -> str:

@@ -9,6 +9,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from .core import UserError, canonicalize_action, patch_textworld
+from .core import import_alfworld as _import_alfworld
 
 patch_textworld()   # this process may build environments too (tests, notebooks); workers apply it themselves
 
@@ -112,14 +113,6 @@ def cache_pddl_translation() -> bool:
     pddl2sas._alfworld_rl_cached = True
     fast_downward.pddl2sas = pddl2sas
     return True
-
-def _import_alfworld(module: str):
-    "Import an `alfworld` module without letting it change `$ALFWORLD_DATA` in this process."
-    before = os.environ.get("ALFWORLD_DATA")
-    try: return importlib.import_module(module)
-    finally:
-        if before is None: os.environ.pop("ALFWORLD_DATA", None)
-        else: os.environ["ALFWORLD_DATA"] = before
 
 class BranchEnv:
     "One branch: ALFWorld's wrapper stack over TextWorld's PDDL engine, reusable across games."

@@ -6,7 +6,7 @@ import json, math, os, random, shutil, time
 from dataclasses import dataclass, asdict
 from pathlib import Path
 
-from .core import UserError, patch_textworld, append_jsonl, read_jsonl, truncate_partial_line
+from .core import UserError, patch_textworld, append_jsonl, read_jsonl, truncate_partial_line, import_alfworld
 from .scenes import (ROOMS, TASK_TYPES, alfred_goals, alfred_logic_files, can_hold, hosts_for, is_openable,
                      is_receptacle_object, object_abilities, room_kind_of_scene, scene_numbers, task_room_kinds)
 
@@ -15,9 +15,9 @@ patch_textworld()   # games are planned and replayed in this process
 # %% auto #0
 __all__ = ['SPLITS', 'GAME_FILE', 'TRAJ_FILE', 'MANIFEST', 'DEFAULT_ROOM', 'SMALL_ROOM', 'MAX_ATTEMPTS', 'APPLIANCE', 'ABILITY',
            'DOMAIN_CONSTANTS', 'SPLIT_CODE', 'mangle', 'alfred_id', 'Receptacle', 'Layout', 'make_layout', 'GameSpec',
-           'sample_game', 'task_description', 'pddl_problem', 'game_grammar', 'import_alfworld', 'load_engine',
-           'plan_and_check', 'GameFiles', 'build_game', 'Slot', 'assign_slots', 'copy_logic', 'write_game',
-           'generate_dataset', 'cli_generate_parser', 'cli_generate']
+           'sample_game', 'task_description', 'pddl_problem', 'game_grammar', 'load_engine', 'plan_and_check',
+           'GameFiles', 'build_game', 'Slot', 'assign_slots', 'copy_logic', 'write_game', 'generate_dataset',
+           'cli_generate_parser', 'cli_generate']
 
 # %% ../nbs/03_generate.ipynb #41423d56
 SPLITS = ("train", "valid_seen", "valid_unseen")
@@ -210,15 +210,6 @@ def game_grammar(task: str) -> str:
     return alfred_logic_files()[1].read_text().replace("UNKNOWN GOAL", task)
 
 # %% ../nbs/03_generate.ipynb #838ddbe0
-def import_alfworld(module: str):
-    "Import an `alfworld` module without letting `alfworld.info` change `$ALFWORLD_DATA` for this process."
-    import importlib
-    before = os.environ.get("ALFWORLD_DATA")
-    try: return importlib.import_module(module)
-    finally:
-        if before is None: os.environ.pop("ALFWORLD_DATA", None)
-        else: os.environ["ALFWORLD_DATA"] = before
-
 _LOGIC_CACHE = {}
 
 def _game_logic(domain: str, grammar: str):
