@@ -4,7 +4,7 @@
 
 # %% ../nbs/50_evaluate.ipynb #4ebb698a
 from __future__ import annotations
-import asyncio, json, os, sys
+import asyncio, json, os, re, sys
 from dataclasses import dataclass, asdict, fields
 from pathlib import Path
 from types import SimpleNamespace
@@ -42,6 +42,8 @@ class EvalConfig:
     limit_per_split: int | None = None
     data_root: str | None = None
     backend: str = "local"
+    device: str = "auto"
+    dtype: str = "auto"
     output: str | None = None
     overwrite_output: bool = False
     resume: bool = False
@@ -78,6 +80,8 @@ def validate_eval_config(c: EvalConfig) -> EvalConfig:
     "Check every setting of `c`; raise `UserError(status=2)` naming the first bad flag."
     if c.split not in SPLIT_CHOICES: raise _bad("split", f"one of {', '.join(SPLIT_CHOICES)}", c.split)
     if c.backend not in BACKENDS: raise _bad("backend", f"one of {', '.join(BACKENDS)}", c.backend)
+    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", c.device or ""): raise _bad("device", "auto, cpu, cuda or cuda:N", c.device)
+    if c.dtype not in ("auto", "float32", "bfloat16", "float16"): raise _bad("dtype", "one of auto, float32, bfloat16, float16", c.dtype)
     if c.swanlab_mode not in SWANLAB_MODES: raise _bad("swanlab-mode", f"one of {', '.join(SWANLAB_MODES)}", c.swanlab_mode)
     for name in ("games_per_batch", "max_episode_steps", "max_trajectory_tokens", "max_assistant_tokens"):
         v = getattr(c, name)
@@ -273,7 +277,7 @@ async def evaluate_games(sampling_client, tokenizer, games: list, c: EvalConfig,
 def make_sampling_client(c: EvalConfig):
     "The sampling client and tokenizer for `c`'s model on `c`'s backend."
     from alfworld_rl.backends import make_service_client
-    svc = make_service_client(c.backend)
+    svc = make_service_client(c.backend, device=c.device, dtype=c.dtype) if c.backend == "local" else make_service_client(c.backend)
     sc = svc.create_sampling_client(c.base_model, model_path=c.model_path)
     return sc, sc.get_tokenizer()
 
@@ -368,6 +372,8 @@ def cli_eval_parser(parser) -> None:
     a("--swanlab-mode", default=d.swanlab_mode, help="online, local, offline or disabled (default disabled)")
     a("--swanlab-project", default=d.swanlab_project, help="SwanLab project name")
     a("--backend", default=d.backend, help="local (embedded torch) or trio (hosted PyTRIO service)")
+    a("--device", default=d.device, help="local backend device: auto (CUDA if present, else CPU), cpu, cuda or cuda:N")
+    a("--dtype", default=d.dtype, help="local backend dtype: auto (bfloat16 on CUDA, float32 on CPU), float32, bfloat16, float16")
     a("--data-root", default=None, help="ALFWorld data root (default $ALFWORLD_DATA or datasets/alfworld)")
     a("--limit-per-split", type=int, default=None, help="evaluate only the first N games of each split")
     a("--max-episode-steps", type=int, default=d.max_episode_steps, help="environment steps per game (default 50)")

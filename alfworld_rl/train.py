@@ -104,7 +104,8 @@ def make_service(config: TrainConfig):
     "The service client of `config.backend`."
     from alfworld_rl.backends import make_service_client
     if config.backend == "local":
-        return make_service_client("local", checkpoint_root=str(config.run_dir / "checkpoints"))
+        return make_service_client("local", device=config.device, dtype=config.dtype,
+                                   checkpoint_root=str(config.run_dir / "checkpoints"))
     return make_service_client("trio")
 
 # %% ../nbs/40_train.ipynb #2b662099

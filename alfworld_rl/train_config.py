@@ -20,6 +20,8 @@ class TrainConfig:
     "Every setting of a training run; the defaults are the reference configuration."
     base_model: str = "Qwen/Qwen3.5-4B"
     backend: str = "local"
+    device: str = "auto"
+    dtype: str = "auto"
     max_steps: int = 80
     games_per_batch: int = 8
     group_size: int = 8
@@ -76,6 +78,8 @@ def validate_config(c: TrainConfig) -> TrainConfig:
     "Check every setting of `c`; raise `UserError(status=2)` naming the first bad flag and its allowed range."
     if c.backend not in BACKENDS: raise _bad("backend", f"one of {', '.join(BACKENDS)}", c.backend)
     if c.swanlab_mode not in SWANLAB_MODES: raise _bad("swanlab_mode", f"one of {', '.join(SWANLAB_MODES)}", c.swanlab_mode)
+    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", c.device or ""): raise _bad("device", "auto, cpu, cuda or cuda:N", c.device)
+    if c.dtype not in ("auto", "float32", "bfloat16", "float16"): raise _bad("dtype", "one of auto, float32, bfloat16, float16", c.dtype)
     for name in ("max_steps", "games_per_batch", "max_episode_steps", "max_trajectory_tokens",
                  "max_assistant_tokens", "max_requests_in_flight"):
         v = getattr(c, name)
@@ -118,6 +122,8 @@ def validate_config(c: TrainConfig) -> TrainConfig:
 _HELP = {
     "base_model": "model to train: a hub id, a local directory, or tiny-qwen3 (built offline)",
     "backend": "where the model runs: local (torch, embedded) or trio (the hosted PyTRIO service)",
+    "device": "local backend device: auto (CUDA if present, else CPU), cpu, cuda or cuda:N",
+    "dtype": "local backend dtype: auto (bfloat16 on CUDA, float32 on CPU), float32, bfloat16 or float16",
     "max_steps": "number of PPO updates",
     "games_per_batch": "games per update",
     "group_size": "branches (trajectories) per game; advantages are relative to the group",
@@ -177,7 +183,7 @@ def given_settings(args: argparse.Namespace) -> dict:
     return {f.name: getattr(args, f.name) for f in fields(TrainConfig) if getattr(args, f.name, None) is not None}
 
 # %% ../nbs/39_train_config.ipynb #61ead434
-RESUME_MAY_CHANGE = ("max_steps", "save_every", "swanlab_mode", "swanlab_project", "output_dir",
+RESUME_MAY_CHANGE = ("max_steps", "save_every", "device", "dtype", "swanlab_mode", "swanlab_project", "output_dir",
                      "max_requests_in_flight", "prefill_price_per_m", "sample_price_per_m", "train_price_per_m")
 
 def run_started(run_dir: str | os.PathLike) -> bool:

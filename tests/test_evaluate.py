@@ -15,6 +15,8 @@ CLI = str(Path(sys.executable).parent / "alfworld-rl")
     (["--games-per-batch", "0"], "--games-per-batch must be an integer >= 1 (got 0)"),
     (["--temperature", "-0.5"], "--temperature must be >= 0 (got -0.5)"),
     (["--top-p", "1.5"], "--top-p must be in (0, 1] (got 1.5)"),
+    (["--device", "tpu"], "--device must be auto, cpu, cuda or cuda:N (got 'tpu')"),
+    (["--dtype", "fp8"], "--dtype must be one of auto, float32, bfloat16, float16"),
     (["--seed", "-1"], "--seed must be an integer >= 0 (got -1)"),
     (["--limit-per-split", "0"], "--limit-per-split must be an integer >= 1 (got 0)"),
     (["--max-episode-steps", "0"], "--max-episode-steps must be an integer >= 1 (got 0)"),

@@ -49,6 +49,8 @@ BAD_FLAGS = [
     (["--temperature", "-0.1"], "--temperature must be >= 0"),
     (["--top-p", "0"], "--top-p must be in (0, 1]"),
     (["--top-p", "1.5"], "--top-p must be in (0, 1]"),
+    (["--device", "gpu0"], "--device must be auto, cpu, cuda or cuda:N"),
+    (["--dtype", "int8"], "--dtype must be one of auto, float32, bfloat16, float16"),
     (["--learning-rate", "0"], "--learning-rate must be > 0"),
     (["--learning-rate=-1e-6"], "--learning-rate must be > 0"),
     (["--ppo-clip-low", "0"], "--ppo-clip-low must be in (0, 1]"),
