@@ -271,7 +271,7 @@ class EnvPool:
             with w.send_lock: w.conn.send((req_id, op, branch, args))
         except (BrokenPipeError, OSError) as e:
             with w.lock: w.pending.pop(req_id, None)
-            if not fut.done(): fut.set_exception(EnvWorkerError(f"env worker pid {w.process.pid} is gone ({e})"))
+            if not fut.done(): fut.set_exception(EnvWorkerError(f"env worker pid {w.process.pid} died ({e})"))
         return fut
 
     def submit(self, branch: int, op: str, *args) -> Future:

@@ -4,7 +4,7 @@
 
 # %% ../nbs/41_sft.ipynb #73021b4e
 from __future__ import annotations
-import dataclasses, json, os, sys, time
+import dataclasses, json, os, re, sys, time
 from dataclasses import dataclass, asdict, fields
 from pathlib import Path
 
@@ -21,6 +21,8 @@ class SFTConfig:
     "Every setting of a behaviour-cloning run."
     base_model: str = "Qwen/Qwen3.5-4B"
     backend: str = "local"
+    device: str = "auto"
+    dtype: str = "auto"
     data_root: str | None = None
     train_split: str = "train"
     max_train_games: int | None = None
@@ -52,6 +54,8 @@ class SFTConfig:
 SFT_HELP = {
     "base_model": "model to fine-tune: a hub id, a local directory, or tiny-qwen3 (built offline)",
     "backend": "local (torch, embedded) or trio (the hosted PyTRIO service)",
+    "device": "local backend device: auto (CUDA if present, else CPU), cpu, cuda or cuda:N",
+    "dtype": "local backend dtype: auto (bfloat16 on CUDA, float32 on CPU), float32, bfloat16 or float16",
     "data_root": "ALFWorld data root (default: $ALFWORLD_DATA or datasets/alfworld)",
     "train_split": "split the demonstrations come from",
     "max_train_games": "use at most this many training games (a seeded choice)",
@@ -71,9 +75,10 @@ SFT_HELP = {
     "adam_beta1": "Adam beta1", "adam_beta2": "Adam beta2", "adam_eps": "Adam epsilon",
     "weight_decay": "AdamW weight decay", "grad_clip": "gradient-norm clipping (0: off)",
 }
-CHOICES = {"backend": ("local", "trio"), "swanlab_mode": ("online", "local", "offline", "disabled")}
+CHOICES = {"backend": ("local", "trio"), "swanlab_mode": ("online", "local", "offline", "disabled"),
+           "dtype": ("auto", "float32", "bfloat16", "float16")}
 POSITIVE_INTS = ("max_steps", "games_per_batch", "max_episode_steps", "max_trajectory_tokens")
-RESUME_MAY_CHANGE = ("max_steps", "save_every", "swanlab_mode", "swanlab_project", "output_dir")
+RESUME_MAY_CHANGE = ("max_steps", "save_every", "device", "dtype", "swanlab_mode", "swanlab_project", "output_dir")
 
 def flag_of(name: str) -> str:
     "The command-line flag of setting `name`."
@@ -85,6 +90,7 @@ def validate_sft_config(c: SFTConfig) -> SFTConfig:
         return UserError(f"{flag_of(name)} must be {rule} (got {getattr(c, name)!r})", status=2)
     for name, options in CHOICES.items():
         if getattr(c, name) not in options: raise bad(name, "one of " + ", ".join(options))
+    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", c.device or ""): raise bad("device", "auto, cpu, cuda or cuda:N")
     for name in POSITIVE_INTS:
         v = getattr(c, name)
         if not isinstance(v, int) or isinstance(v, bool) or v < 1: raise bad(name, "an integer >= 1")
