@@ -281,12 +281,7 @@ def make_sampling_client(c: EvalConfig):
     sc = svc.create_sampling_client(c.base_model, model_path=c.model_path)
     return sc, sc.get_tokenizer()
 
-def _run_sync(coro):
-    "Run `coro` to completion, in a helper thread when an event loop is already running (Jupyter)."
-    try: asyncio.get_running_loop()
-    except RuntimeError: return asyncio.run(coro)
-    import concurrent.futures
-    with concurrent.futures.ThreadPoolExecutor(1) as ex: return ex.submit(asyncio.run, coro).result()
+from .rollout import run_sync as _run_sync
 
 def evaluate(c: EvalConfig, sampling_client=None, tokenizer=None, show_progress: bool = True) -> dict:
     "Run the evaluation of `c` and return its summary record (also appended to the output file)."

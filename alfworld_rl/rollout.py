@@ -9,7 +9,7 @@ from . import protocol as P
 
 # %% auto #0
 __all__ = ['STOP_REASONS', 'INVALID_PENALTY', 'ROLLOUT_CONTEXT', 'RolloutConfig', 'sample_seed', 'StepRecord', 'Trajectory',
-           'trajectory_reward', 'group_advantages', 'RolloutBatch', 'rollout_games', 'run_rollout']
+           'trajectory_reward', 'group_advantages', 'RolloutBatch', 'rollout_games', 'run_sync', 'run_rollout']
 
 # %% ../nbs/11_rollout.ipynb #b62942a6
 @dataclass
@@ -385,10 +385,13 @@ async def rollout_games(sampling_client, tokenizer, games, config: RolloutConfig
                         sampled_tokens=runner.acct.sampled, prompt_lengths_by_turn=runner.acct.by_turn,
                         wall_seconds=time.perf_counter() - t0)
 
-def run_rollout(sampling_client, tokenizer, games, config: RolloutConfig, progress=None, env_factory=None) -> RolloutBatch:
-    "Synchronous `rollout_games`."
-    coro = rollout_games(sampling_client, tokenizer, games, config, progress=progress, env_factory=env_factory)
+def run_sync(coro):
+    "Run `coro` to completion, in a helper thread when this thread already runs an event loop (Jupyter)."
     try: asyncio.get_running_loop()
     except RuntimeError: return asyncio.run(coro)
     import concurrent.futures
     with concurrent.futures.ThreadPoolExecutor(1) as ex: return ex.submit(asyncio.run, coro).result()
+
+def run_rollout(sampling_client, tokenizer, games, config: RolloutConfig, progress=None, env_factory=None) -> RolloutBatch:
+    "Synchronous `rollout_games`."
+    return run_sync(rollout_games(sampling_client, tokenizer, games, config, progress=progress, env_factory=env_factory))

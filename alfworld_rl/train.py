@@ -156,6 +156,9 @@ class Trainer:
         if ckpt:
             self.tc = restore_training_client(self.svc, ckpt["state_path"])
             print(f"Resumed {c.run_name} after update {self.step} from {ckpt['state_path']}", flush=True)
+        elif c.init_state:  # start from another run's weights (e.g. an `alfworld-rl sft` state), fresh optimizer
+            self.tc = self.svc.create_training_client_from_state(c.init_state)
+            print(f"Starting {c.run_name} from the weights of {c.init_state}", flush=True)
         else:
             self.tc = self.svc.create_lora_training_client(c.base_model, rank=c.lora_rank, seed=c.seed)
         self.tokenizer = self.tc.get_tokenizer()

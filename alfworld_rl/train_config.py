@@ -53,6 +53,7 @@ class TrainConfig:
     prefill_price_per_m: float | None = None
     sample_price_per_m: float | None = None
     train_price_per_m: float | None = None
+    init_state: str | None = None
 
     @property
     def run_dir(self) -> Path:
@@ -151,6 +152,7 @@ _HELP = {
     "prefill_price_per_m": "price per million prefill tokens (for a cost estimate)",
     "sample_price_per_m": "price per million sampled tokens (for a cost estimate)",
     "train_price_per_m": "price per million trained tokens (for a cost estimate)",
+    "init_state": "start the LoRA from the weights of a saved state (e.g. an `alfworld-rl sft` Saved state: path); fresh optimizer",
 }
 
 def _type_of(f) -> type:

@@ -301,3 +301,32 @@ def test_ctrl_c_stops_cleanly(small_data_root, tmp_path):
     for name in ("metrics.jsonl", "checkpoints.jsonl", "samples.jsonl"):
         assert (runs / "int" / name).read_text().endswith("\n")   # only whole records
     assert len(read_jsonl(runs / "int" / "metrics.jsonl")) < 20
+
+
+def test_init_state_starts_from_another_runs_weights(small_data_root, tmp_path, capsys):
+    "`--init-state` loads a saved state's LoRA weights (e.g. from sft): the first sampler equals those weights."
+    import pytrio
+    import torch
+    from alfworld_rl.backends import make_service_client
+    svc = make_service_client("local", checkpoint_root=str(tmp_path / "ckpt"))
+    tc = svc.create_lora_training_client("tiny-qwen3", rank=32, seed=0)
+    tok = tc.get_tokenizer()
+    tokens = tok.encode("go to fridge 1")
+    for p in tc.peft.parameters():                      # move the LoRA away from its zero-initialised start
+        if p.requires_grad:
+            with torch.no_grad(): p.add_(0.05 * torch.randn_like(p))
+    state = tc.save_state("init").result().path
+    want = svc.create_sampling_client("tiny-qwen3", model_path=tc.save_weights_for_sampler("init").result().path)
+    prompt = pytrio.ModelInput.from_ints(tokens)
+    want_lp = want.compute_logprobs(prompt).result()
+    base_lp = svc.create_sampling_client("tiny-qwen3").compute_logprobs(prompt).result()
+    assert want_lp[1:] != pytest.approx(base_lp[1:], abs=1e-4)     # the init weights really differ from the base
+    runs = tmp_path / "runs"
+    status, out, err = run_cli([*TINY, "--max-steps", "1", "--learning-rate", "1e-12", "--run-name", "init",
+                                "--init-state", state, "--data-root", str(small_data_root),
+                                "--output-dir", str(runs), "--no-report"], capsys)
+    assert status == 0, err
+    assert f"from the weights of {state}" in out
+    [ckpt] = read_jsonl(runs / "init" / "checkpoints.jsonl")
+    got_lp = svc.create_sampling_client("tiny-qwen3", model_path=ckpt["sampler_path"]).compute_logprobs(prompt).result()
+    assert got_lp[1:] == pytest.approx(want_lp[1:], abs=1e-4)
