@@ -3,6 +3,7 @@
 # %% ../nbs/01_data.ipynb #d01a4881
 from __future__ import annotations
 import json, os, random, shutil, socket, time, zipfile
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
@@ -79,24 +80,36 @@ class GameBatches:
         if not games: raise UserError("no games to batch", status=1)
         if not isinstance(batch_size, int) or batch_size < 1:
             raise UserError(f"batch size must be an integer >= 1, got {batch_size!r}", status=2)
+        if batch_size > len(games):
+            raise UserError(f"--games-per-batch must be <= the number of games ({len(games)}): a batch never holds "
+                            f"a game twice (got {batch_size})", status=2)
         self.games, self.batch_size, self.seed = list(games), batch_size, seed
-        self._orders = {}
+        self._batches, self._queue, self._epoch = [], deque(), 0
 
     def _order(self, epoch: int) -> list:
         "The order of the games in pass `epoch`."
-        if epoch not in self._orders:
-            order = list(self.games)
-            random.Random(f"{self.seed}:{epoch}").shuffle(order)
-            self._orders = {epoch: order}
-        return self._orders[epoch]
+        order = list(self.games)
+        random.Random(f"{self.seed}:{epoch}").shuffle(order)
+        return order
+
+    def _next_batch(self) -> list:
+        "Take the next batch from the stream of passes; a game already in the batch waits for the next one."
+        batch, ids, waiting = [], set(), []
+        while len(batch) < self.batch_size:
+            if not self._queue:
+                self._queue.extend(self._order(self._epoch)); self._epoch += 1
+            g = self._queue.popleft()
+            key = getattr(g, "id", g)
+            if key in ids: waiting.append(g)      # only happens where a batch straddles two passes
+            else: batch.append(g); ids.add(key)
+        self._queue.extendleft(reversed(waiting))
+        return batch
 
     def __getitem__(self, k: int) -> list:
         "Batch number `k` (0-based)."
         if k < 0: raise IndexError(k)
-        n, out = len(self.games), []
-        for j in range(k * self.batch_size, (k + 1) * self.batch_size):
-            out.append(self._order(j // n)[j % n])
-        return out
+        while len(self._batches) <= k: self._batches.append(self._next_batch())
+        return self._batches[k]
 
     def __iter__(self):
         "Batches 0, 1, 2, ... (endless)."

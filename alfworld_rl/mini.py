@@ -12,10 +12,11 @@ from .core import UserError, append_jsonl, read_jsonl
 
 # %% auto #0
 __all__ = ['MINI', 'SMOKE', 'PRESETS', 'MODEL_KEYS', 'MiniSettings', 'validate_settings', 'settings_from', 'MiniPaths',
-           'mini_data', 'model_spec', 'mini_model', 'count_parameters', 'sft_config', 'ppo_config', 'eval_config',
-           'outside_event_loop', 'run_sft_stage', 'run_ppo_stage', 'run_eval_stage', 'eval_label', 'run_mini',
-           'mini_demonstrations', 'seed_summaries', 'mean_summary', 'mean_summaries', 'seed_table', 'plot_curves',
-           'before_after', 'stage_seconds', 'cli_mini_parser', 'cli_mini']
+           'mini_data', 'model_spec', 'mini_model', 'count_parameters', 'demo_batches', 'masked_nll',
+           'pretrain_on_demonstrations', 'sft_config', 'ppo_config', 'eval_config', 'outside_event_loop',
+           'run_sft_stage', 'run_ppo_stage', 'run_eval_stage', 'eval_label', 'run_mini', 'mini_demonstrations',
+           'seed_summaries', 'mean_summary', 'mean_summaries', 'seed_table', 'plot_curves', 'before_after',
+           'stage_seconds', 'cli_mini_parser', 'cli_mini']
 
 # %% ../nbs/60_mini.ipynb #7ad99491
 @dataclass
@@ -38,6 +39,10 @@ class MiniSettings:
     num_key_value_heads: int = 4
     head_dim: int = 32
     model_seed: int = 0
+    # full-parameter pretraining of the base model on the expert demonstrations (0 epochs: none)
+    pretrain_epochs: int = 6
+    pretrain_learning_rate: float = 3e-3
+    pretrain_batch_size: int = 8
     # episodes (shared by SFT prompts, PPO rollouts and evaluation)
     max_episode_steps: int = 12
     max_trajectory_tokens: int = 6000
@@ -61,11 +66,12 @@ MINI = MiniSettings()
 SMOKE = MiniSettings(seeds=(0,), train_games=6, valid_games=2, max_episode_steps=10, max_trajectory_tokens=4096,
                      max_assistant_tokens=24, hidden_size=64, num_hidden_layers=2, intermediate_size=128,
                      num_attention_heads=4, num_key_value_heads=2, head_dim=16, lora_rank=32,
-                     sft_steps=2, sft_games_per_batch=3, ppo_steps=1, ppo_games_per_batch=2, group_size=2,
+                     pretrain_epochs=1, pretrain_batch_size=3, sft_steps=2, sft_games_per_batch=3, ppo_steps=1, ppo_games_per_batch=2, group_size=2,
                      eval_games_per_batch=4)
 PRESETS = {"mini": MINI, "smoke": SMOKE}
 MODEL_KEYS = ("hidden_size", "num_hidden_layers", "intermediate_size", "num_attention_heads", "num_key_value_heads",
-              "head_dim", "model_seed")
+              "head_dim", "model_seed", "pretrain_epochs", "pretrain_learning_rate", "pretrain_batch_size",
+              "max_episode_steps", "max_trajectory_tokens", "data_seed", "train_games")
 
 # %% ../nbs/60_mini.ipynb #ff9f5788
 def validate_settings(s: MiniSettings) -> MiniSettings:
@@ -75,13 +81,14 @@ def validate_settings(s: MiniSettings) -> MiniSettings:
         raise bad("seeds", "distinct integers >= 0, at least one")
     for f in dataclasses.fields(MiniSettings):
         v = getattr(s, f.name)
-        if f.name in ("seeds", "data_seed", "model_seed"): continue
+        if f.name in ("seeds", "data_seed", "model_seed", "pretrain_epochs"): continue
         if isinstance(v, int) and not isinstance(v, bool) and v < 1: raise bad(f.name, "an integer >= 1")
     if s.group_size < 2: raise bad("group_size", "an integer >= 2")
     if s.min_receptacles > s.max_receptacles: raise bad("min_receptacles", f"<= max_receptacles ({s.max_receptacles})")
     if s.num_attention_heads % s.num_key_value_heads: raise bad("num_key_value_heads", "a divisor of num_attention_heads")
     if s.max_assistant_tokens >= s.max_trajectory_tokens: raise bad("max_assistant_tokens", "< max_trajectory_tokens")
-    for name in ("sft_learning_rate", "ppo_learning_rate"):
+    if not isinstance(s.pretrain_epochs, int) or s.pretrain_epochs < 0: raise bad("pretrain_epochs", "an integer >= 0")
+    for name in ("sft_learning_rate", "ppo_learning_rate", "pretrain_learning_rate"):
         if not getattr(s, name) > 0: raise bad(name, "> 0")
     if not (s.temperature >= 0 and s.eval_temperature >= 0): raise bad("temperature", ">= 0")
     return s
@@ -125,8 +132,8 @@ def model_spec(s: MiniSettings) -> dict:
     "The model part of the settings (what the saved model records)."
     return {k: getattr(s, k) for k in MODEL_KEYS}
 
-def mini_model(s: MiniSettings, paths: MiniPaths) -> Path:
-    "Build the base model of `s` into `paths.model` (kept when already built with the same sizes); returns its path."
+def mini_model(s: MiniSettings, paths: MiniPaths, demonstrations=None, progress: bool = True) -> Path:
+    "Build (and pretrain) the base model of `s` into `paths.model`, kept when built with the same spec; returns its path."
     import shutil, tempfile, torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig
     from alfworld_rl.tiny_model import tiny_qwen3_path
@@ -136,7 +143,7 @@ def mini_model(s: MiniSettings, paths: MiniPaths) -> Path:
     src = tiny_qwen3_path()
     base = AutoConfig.from_pretrained(src).to_dict()
     base.pop("layer_types", None)                          # derived from the layer count; rebuilt by the config
-    base.update({k: v for k, v in spec.items() if k != "model_seed"})
+    base.update({k: spec[k] for k in MODEL_KEYS[:6]})
     config = AutoConfig.for_model(**base)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(s.model_seed)
@@ -146,6 +153,14 @@ def mini_model(s: MiniSettings, paths: MiniPaths) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=".model-", dir=out.parent))
     AutoTokenizer.from_pretrained(src).save_pretrained(tmp)
     model.save_pretrained(tmp)
+    if s.pretrain_epochs:
+        demos = demonstrations() if callable(demonstrations) else demonstrations
+        if not demos: raise ValueError("pretrain_epochs > 0 needs the expert demonstrations")
+        t0 = time.perf_counter()
+        losses = pretrain_on_demonstrations(tmp, demos, s.pretrain_epochs, s.pretrain_learning_rate,
+                                            s.pretrain_batch_size, s.model_seed, progress)
+        (tmp / "pretrain.json").write_text(json.dumps({"epoch_loss": losses, "demonstrations": len(demos),
+                                                        "seconds": round(time.perf_counter() - t0, 2)}) + "\n")
     (tmp / "mini_model.json").write_text(json.dumps(spec, indent=1) + "\n")
     if out.exists(): shutil.rmtree(out)
     os.replace(tmp, out)
@@ -155,6 +170,63 @@ def count_parameters(model_dir: str | os.PathLike) -> int:
     "Number of parameters of the model saved in `model_dir`."
     from transformers import AutoModelForCausalLM
     return sum(p.numel() for p in AutoModelForCausalLM.from_pretrained(model_dir).parameters())
+
+# %% ../nbs/60_mini.ipynb #c2d3e4f5
+def demo_batches(demos: list, batch_size: int, seed: int) -> list[list[int]]:
+    "Indices of `demos` in shuffled batches of `batch_size` (a fresh seeded order each call)."
+    import random
+    order = list(range(len(demos)))
+    random.Random(seed).shuffle(order)
+    return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+
+def masked_nll(model, rows: list[tuple[list[int], list[int]]]):
+    "Mean next-token NLL over the assistant positions of `rows` (token ids, assistant mask), right-padded."
+    import torch
+    width = max(len(t) for t, _ in rows)
+    ids = torch.zeros(len(rows), width, dtype=torch.long)
+    att = torch.zeros(len(rows), width, dtype=torch.long)
+    weights = torch.zeros(len(rows), width)
+    for r, (tokens, mask) in enumerate(rows):
+        ids[r, :len(tokens)] = torch.tensor(tokens)
+        att[r, :len(tokens)] = 1
+        weights[r, :len(mask)] = torch.tensor(mask, dtype=torch.float32)
+    logits = model(input_ids=ids, attention_mask=att).logits[:, :-1]
+    nll = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1),
+                                            reduction="none").view(len(rows), -1)
+    w = weights[:, 1:]
+    return (nll * w).sum() / w.sum().clamp(min=1)
+
+def pretrain_on_demonstrations(model_dir: str | os.PathLike, demos: list, epochs: int, learning_rate: float,
+                               batch_size: int = 8, seed: int = 0, progress: bool = True) -> list[float]:
+    "Train every weight of the model in `model_dir` on the assistant tokens of `demos` and save it there; returns the loss per epoch."
+    import math, torch
+    from transformers import AutoModelForCausalLM
+    from tqdm.auto import tqdm
+    rows = [(list(t.tokens), list(t.assistant_mask)) for t in demos]
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=learning_rate, betas=(0.9, 0.98), weight_decay=0.0)
+    total = epochs * math.ceil(len(rows) / batch_size)
+    bar = tqdm(total=total, desc="pretrain on demonstrations", unit="step", disable=not progress)
+    step, losses = 0, []
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        for epoch in range(epochs):
+            epoch_loss = []
+            for batch in demo_batches(rows, batch_size, seed + epoch):
+                lr = learning_rate * min(1.0, (step + 1) / 10) * 0.5 * (1 + math.cos(math.pi * step / total))
+                for group in opt.param_groups: group["lr"] = lr       # warm-up, then cosine decay to 0
+                loss = masked_nll(model, [rows[i] for i in batch])
+                opt.zero_grad(); loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0); opt.step()
+                epoch_loss.append(loss.item()); step += 1
+                bar.update(1); bar.set_postfix_str(f"loss {loss.item():.3f}")
+            losses.append(sum(epoch_loss) / len(epoch_loss))
+    bar.close()
+    model.eval()
+    model.save_pretrained(model_dir)
+    return losses
+
 
 # %% ../nbs/60_mini.ipynb #1ba73588
 def _log_stage(paths: MiniPaths, stage: str, seed, seconds: float) -> None:
@@ -175,8 +247,8 @@ def sft_config(s: MiniSettings, paths: MiniPaths, seed: int):
                      swanlab_mode="disabled", max_episode_steps=s.max_episode_steps,
                      max_trajectory_tokens=s.max_trajectory_tokens)
 
-def ppo_config(s: MiniSettings, paths: MiniPaths, seed: int):
-    "The `TrainConfig` of seed `seed`."
+def ppo_config(s: MiniSettings, paths: MiniPaths, seed: int, init_state: str | None = None):
+    "The `TrainConfig` of seed `seed`, starting from the weights of `init_state` (the SFT state)."
     from alfworld_rl.train_config import TrainConfig
     return TrainConfig(base_model=str(paths.model.resolve()), backend="local", max_steps=s.ppo_steps,
                        games_per_batch=s.ppo_games_per_batch, group_size=s.group_size,
@@ -184,7 +256,7 @@ def ppo_config(s: MiniSettings, paths: MiniPaths, seed: int):
                        max_assistant_tokens=s.max_assistant_tokens, temperature=s.temperature,
                        learning_rate=s.ppo_learning_rate, save_every=0, run_name=paths.ppo_run(seed).name,
                        swanlab_mode="disabled", data_root=str(paths.data), lora_rank=s.lora_rank, seed=seed,
-                       output_dir=str(paths.runs))
+                       output_dir=str(paths.runs), init_state=init_state)
 
 def eval_config(s: MiniSettings, paths: MiniPaths, label: str, model_path: str | None):
     "The `EvalConfig` of checkpoint `label` (both validation splits, every game)."
@@ -217,14 +289,12 @@ def run_sft_stage(s: MiniSettings, paths: MiniPaths, seed: int, demonstrations=N
 
 def run_ppo_stage(s: MiniSettings, paths: MiniPaths, seed: int, sft_state: str, progress: bool = True) -> dict:
     "PPO from the SFT state for seed `seed` (skipped when done); returns its final checkpoint record."
-    from alfworld_rl.sft import StartFromState
-    from alfworld_rl.train import make_service, train
-    c = ppo_config(s, paths, seed)
+    from alfworld_rl.train import train
+    c = ppo_config(s, paths, seed, init_state=sft_state)
     done = _final_save(c.run_dir, c.max_steps)
     if done: return done
     t0 = time.perf_counter()
-    train(c, resume=(c.run_dir / "config.json").exists(), progress=progress,
-          service_client=StartFromState(make_service(c), sft_state))
+    train(c, resume=(c.run_dir / "config.json").exists(), progress=progress)
     _log_stage(paths, "ppo", seed, time.perf_counter() - t0)
     return _final_save(c.run_dir, c.max_steps)
 
@@ -256,14 +326,17 @@ def run_mini(s: MiniSettings, root: str | os.PathLike, progress: bool = True) ->
     saved.write_text(json.dumps(asdict(s), indent=1) + "\n")
     t0 = time.perf_counter()
     mini_data(s, paths, progress)
-    mini_model(s, paths)
+    demos = []
+    def demonstrations():
+        "The demonstrations, computed on first use."
+        if not demos: demos.extend(mini_demonstrations(s, paths, progress))
+        return demos
+    mini_model(s, paths, demonstrations, progress)
     _log_stage(paths, "data+model", None, time.perf_counter() - t0)
     run_eval_stage(s, paths, eval_label("base"), None, progress)
-    demos = None
     for seed in s.seeds:
-        if demos is None and not _final_save(paths.sft_run(seed), s.sft_steps):
-            demos = mini_demonstrations(s, paths, progress)
-        sft_save = run_sft_stage(s, paths, seed, demos, progress)
+        if not _final_save(paths.sft_run(seed), s.sft_steps): demonstrations()
+        sft_save = run_sft_stage(s, paths, seed, demos or None, progress)
         run_eval_stage(s, paths, eval_label("sft", seed), sft_save["sampler_path"], progress)
         ppo_save = run_ppo_stage(s, paths, seed, sft_save["state_path"], progress)
         run_eval_stage(s, paths, eval_label("ppo", seed), ppo_save["sampler_path"], progress)
@@ -274,9 +347,10 @@ def mini_demonstrations(s: MiniSettings, paths: MiniPaths, progress: bool = True
     from alfworld_rl.data import discover_games
     from alfworld_rl.local_sampler import load_tokenizer
     from alfworld_rl.sft import expert_trajectories
+    from alfworld_rl.tiny_model import tiny_qwen3_path
     t0 = time.perf_counter()
     c = sft_config(s, paths, s.seeds[0])
-    demos = expert_trajectories(discover_games(paths.data, "train"), load_tokenizer(c.base_model), c, progress)
+    demos = expert_trajectories(discover_games(paths.data, "train"), load_tokenizer(str(tiny_qwen3_path())), c, progress)
     _log_stage(paths, "demonstrations", None, time.perf_counter() - t0)
     return demos
 

@@ -334,7 +334,12 @@ class _GroupRunner(_Runner):
                     for b in range(c.group_size)]
         try: trajs = await self._play_branches(env, game)
         finally: await asyncio.to_thread(cm.__exit__, None, None, None)
-        for t, a in zip(trajs, group_advantages([t.reward for t in trajs])): t.advantage = a
+        # A branch cut short by an environment failure says nothing about the policy: it gets advantage 0 (so it
+        # is not trained on) and stays out of the group mean that its siblings are compared with.
+        scored = [t for t in trajs if t.stop_reason != "env_error"]
+        for t in trajs: t.advantage = 0.0
+        if scored:
+            for t, a in zip(scored, group_advantages([t.reward for t in scored])): t.advantage = a
         return trajs
 
     async def _play_branches(self, env, game) -> list[Trajectory]:

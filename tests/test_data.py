@@ -79,11 +79,15 @@ def test_batches_are_cyclic_and_resumable(small_data_root):
     b = GameBatches(games, batch_size=4, seed=0)
     first = [b[k] for k in range(6)]                       # 24 slots = 4 passes over 6 games
     flat = sum(first, [])
-    for p in range(4): assert sorted(flat[6 * p: 6 * p + 6], key=lambda g: g.id) == games
+    assert sorted(flat[:6], key=lambda g: g.id) == games    # the first pass covers every game once
+    for batch in first: assert len({g.id for g in batch}) == len(batch)   # never a game twice in one batch
+    counts = [sum(g.id == x.id for x in flat) for g in games]
+    assert max(counts) - min(counts) <= 1                   # passes stay fair when a batch straddles two
     assert GameBatches(games, 4, seed=0)[5] == first[5]    # resume at batch k without replaying 0..k-1
     assert [next(iter(GameBatches(games, 4, seed=0)))] == first[:1]
     assert any(GameBatches(games, 4, seed=s)[0] != first[0] for s in range(1, 6))   # the seed matters
     with pytest.raises(UserError): GameBatches(games, 0)
+    with pytest.raises(UserError, match="--games-per-batch"): GameBatches(games, len(games) + 1)
 
 
 def _github_reachable() -> bool:
