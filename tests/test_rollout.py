@@ -157,6 +157,8 @@ def test_env_error_stops_only_that_branch(tokenizer, short_game):
     assert ok.stop_reason == "won" and ok.won
     assert bad.stop_reason == "env_error" and "worker went away" in bad.error and len(bad.steps) == 2 and not bad.won
     assert bad.reward == 0.0 and ok.reward == 1.0
+    # the failed branch is neither trained on nor part of the mean its sibling is compared with
+    assert bad.advantage == 0.0 and ok.advantage == 0.0
     assert json.loads(json.dumps(bad.to_record()))["stop_reason"] == "env_error"
 
 
