@@ -4,7 +4,7 @@
 
 # %% ../nbs/21_local_sampler.ipynb #c6d9d56a
 from __future__ import annotations
-import asyncio, inspect, queue, random, threading, time, uuid, weakref
+import asyncio, copy, inspect, queue, random, threading, time, uuid, weakref
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -292,8 +292,11 @@ def _serve_batch(self, batch: list[_Request]) -> None:
             caches.append((cache, last))
     if not rows: return
     if all(_stackable(c) for c, _ in caches): self._decode(rows, caches)
-    else:
-        for row, c in zip(rows, caches): self._decode([row], [c])
+    else:  # decoding extends a cache in place: the K samples of one request each need their own copy of the prompt's
+        seen, own = set(), []
+        for c, last in caches:
+            own.append((copy.deepcopy(c) if id(c) in seen else c, last)); seen.add(id(c))
+        for row, c in zip(rows, own): self._decode([row], [c])
     done = {}
     for row in rows: done.setdefault(id(row.req), (row.req, []))[1].append(row)
     for req, req_rows in done.values():

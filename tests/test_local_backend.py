@@ -321,3 +321,16 @@ def test_unstackable_cache_falls_back_to_row_by_row(svc, prompt, monkeypatch):
     rowwise = [r.sequences[0] for r in asyncio.run(both())]
     assert [s.tokens for s in stacked] == [s.tokens for s in rowwise]
     for a, b in zip(stacked, rowwise): torch.testing.assert_close(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-4, rtol=0)
+
+
+def test_unstackable_cache_gives_every_sample_its_own_cache(svc, prompt, monkeypatch):
+    """With `num_samples=K` on the row-by-row path (e.g. Qwen3.5's linear-attention caches), each sample starts from
+    the prompt alone: its logprobs equal a forward pass over prompt + its own tokens."""
+    import alfworld_rl.local_sampler as ls
+    monkeypatch.setattr(ls, "_stackable", lambda cache: False)
+    sc = svc.create_sampling_client("tiny-qwen3")
+    res = sc.sample(ModelInput.from_ints(prompt), 3, SamplingParams(max_tokens=8, seed=5, temperature=1.0)).result()
+    assert len(res.sequences) == 3
+    for s in res.sequences:
+        full = sc.compute_logprobs(ModelInput.from_ints(prompt + s.tokens)).result()
+        torch.testing.assert_close(torch.tensor(s.logprobs), torch.tensor(full[len(prompt):]), atol=1e-4, rtol=0)
