@@ -9,7 +9,7 @@ from pathlib import Path
 
 # %% auto #0
 __all__ = ['DEFAULT_DATA_ROOT', 'UserError', 'patch_textworld', 'resolve_data_root', 'import_alfworld', 'canonicalize_action',
-           'append_jsonl', 'read_jsonl', 'truncate_partial_line', 'seed_everything', 'user_cache_dir']
+           'append_jsonl', 'read_jsonl', 'rewrite_jsonl', 'truncate_partial_line', 'seed_everything', 'user_cache_dir']
 
 # %% ../nbs/00_core.ipynb #a2524c35
 class UserError(Exception):
@@ -64,7 +64,7 @@ def canonicalize_action(action: str) -> str:
     "Lower-case `action`, trim it and collapse runs of whitespace to single spaces."
     return re.sub(r"\s+", " ", action.strip().lower())
 
-# %% ../nbs/00_core.ipynb #cf17de62
+# %% ../nbs/00_core.ipynb #b9743ac0
 def append_jsonl(path: str | os.PathLike, record: dict) -> None:
     "Append `record` as one JSON line to `path`, flushed and synced to disk."
     path = Path(path)
@@ -85,6 +85,15 @@ def read_jsonl(path: str | os.PathLike) -> list[dict]:
             if i == len(lines) - 1: break  # cut off mid-write: the resumed job rewrites it
             raise ValueError(f"{path}: line {i+1} is not valid JSON")
     return records
+
+def rewrite_jsonl(path: str | os.PathLike, records: list[dict]) -> None:
+    "Replace `path` with `records` atomically (a crash leaves the old file or the new one, never half of each)."
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        for r in records: f.write(json.dumps(r, ensure_ascii=False) + "\n")
+        f.flush(); os.fsync(f.fileno())
+    os.replace(tmp, path)
 
 def truncate_partial_line(path: str | os.PathLike) -> None:
     "Drop a trailing partial line from `path`, so that appending continues on a clean line."

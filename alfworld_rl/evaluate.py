@@ -9,7 +9,7 @@ from dataclasses import dataclass, asdict, fields
 from pathlib import Path
 from types import SimpleNamespace
 
-from .core import UserError, append_jsonl, read_jsonl, truncate_partial_line
+from .core import UserError, append_jsonl, read_jsonl, rewrite_jsonl, truncate_partial_line
 
 # %% auto #0
 __all__ = ['SPLITS', 'SPLIT_CHOICES', 'BACKENDS', 'SWANLAB_MODES', 'RESULT_SETTINGS', 'EVAL_METRICS', 'EvalConfig',
@@ -293,9 +293,12 @@ def evaluate(c: EvalConfig, sampling_client=None, tokenizer=None, show_progress:
     todo = [g for g in games if g.id not in done]
     wanted = {g.id for g in games}
     old = [r for r in done_records if r.get("type") == "trajectory" and r["game_id"] in wanted]
-    if done_records and not todo and done_records[-1].get("type") == "summary":
+    summary = summary_record(c, old) if not todo else None
+    if summary is not None and done_records and done_records[-1] == summary:
         print(f"{out} is already complete ({len(old)} games); nothing to do", file=sys.stderr)
-        return done_records[-1]
+        return summary
+    if any(r.get("type") == "summary" for r in done_records):   # a file holds one summary, at the end
+        rewrite_jsonl(out, [r for r in done_records if r.get("type") != "summary"])
     if todo:
         if sampling_client is None: sampling_client, tokenizer = make_sampling_client(c)
         if c.overwrite_output and out.exists(): out.unlink()

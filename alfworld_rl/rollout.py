@@ -35,8 +35,8 @@ class RolloutConfig:
         if self.max_assistant_tokens >= self.max_trajectory_tokens:
             raise bad("max-assistant-tokens", f"smaller than --max-trajectory-tokens ({self.max_trajectory_tokens})",
                       self.max_assistant_tokens)
-        if not (isinstance(self.temperature, (int, float)) and 0 <= self.temperature <= 10):
-            raise bad("temperature", "a number in [0, 10]", self.temperature)
+        if not (isinstance(self.temperature, (int, float)) and self.temperature >= 0):
+            raise bad("temperature", ">= 0", self.temperature)
         if not (isinstance(self.top_p, (int, float)) and 0 < self.top_p <= 1): raise bad("top-p", "in (0, 1]", self.top_p)
         if not isinstance(self.seed, int) or isinstance(self.seed, bool): raise bad("seed", "an integer", self.seed)
         return self

@@ -10,15 +10,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .data import GameBatches
-from .core import UserError, append_jsonl, read_jsonl, resolve_data_root, seed_everything
+from .core import UserError, append_jsonl, read_jsonl, resolve_data_root, rewrite_jsonl, seed_everything
 from .train_config import (TrainConfig, add_train_arguments, given_settings, resolve_train_config,
                                       save_run_config, run_started, validate_config)
 
 # %% auto #0
-__all__ = ['AUTO_GENERATE', 'step_seed', 'split_has_games', 'load_training_games', 'read_checkpoints', 'rewrite_jsonl',
-           'rewind_run', 'token_cost', 'numeric_metrics', 'SwanLabLog', 'make_service', 'restore_training_client',
-           'sample_record', 'Trainer', 'train', 'report_template', 'forward_interrupts', 'run_report',
-           'cli_train_parser', 'cli_train', 'ScoredPolicy']
+__all__ = ['AUTO_GENERATE', 'step_seed', 'split_has_games', 'load_training_games', 'read_checkpoints', 'rewind_run', 'token_cost',
+           'numeric_metrics', 'SwanLabLog', 'make_service', 'restore_training_client', 'sample_record', 'Trainer',
+           'train', 'report_template', 'forward_interrupts', 'run_report', 'cli_train_parser', 'cli_train',
+           'ScoredPolicy']
 
 # %% ../nbs/40_train.ipynb #f25fb73e
 def step_seed(seed: int, step: int) -> int:
@@ -48,14 +48,6 @@ def load_training_games(config: TrainConfig) -> list:
 def read_checkpoints(run_dir: str | os.PathLike) -> list[dict]:
     "The saves of a run, oldest first."
     return read_jsonl(Path(run_dir) / "checkpoints.jsonl")
-
-def rewrite_jsonl(path: Path, records: list[dict]) -> None:
-    "Replace `path` with `records`, atomically."
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        for r in records: f.write(json.dumps(r, ensure_ascii=False) + "\n")
-        f.flush(); os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 def rewind_run(run_dir: str | os.PathLike, step: int) -> None:
     "Drop every metrics/samples/checkpoint record after update `step` (and any half-written last line)."

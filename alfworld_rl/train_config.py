@@ -91,8 +91,8 @@ def validate_config(c: TrainConfig) -> TrainConfig:
     if c.max_train_games is not None and (not isinstance(c.max_train_games, int) or c.max_train_games < 1):
         raise _bad("max_train_games", "an integer >= 1", c.max_train_games)
     if not isinstance(c.seed, int) or c.seed < 0: raise _bad("seed", "an integer >= 0", c.seed)
-    if c.max_assistant_tokens > c.max_trajectory_tokens:
-        raise _bad("max_assistant_tokens", f"<= --max-trajectory-tokens ({c.max_trajectory_tokens})", c.max_assistant_tokens)
+    if c.max_assistant_tokens >= c.max_trajectory_tokens:  # a turn must leave room for the prompt (as the rollout checks)
+        raise _bad("max_assistant_tokens", f"< --max-trajectory-tokens ({c.max_trajectory_tokens})", c.max_assistant_tokens)
     if not 4 <= c.lora_rank <= 64: raise _bad("lora_rank", "an integer in [4, 64]", c.lora_rank)
     if not c.temperature >= 0: raise _bad("temperature", ">= 0", c.temperature)
     if not 0 < c.top_p <= 1: raise _bad("top_p", "in (0, 1]", c.top_p)

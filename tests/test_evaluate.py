@@ -125,6 +125,12 @@ def test_resume_of_an_interrupted_file_equals_the_uninterrupted_run(tiny_eval, t
     assert evaluate(resumed_c, sc, tok, show_progress=False) == resumed
     with pytest.raises(Exception, match=r"--seed 42 \(now 7\)"):
         evaluate(tiny_config(c.data_root, cut, resume=True, seed=7), sc, tok, show_progress=False)
+    # extending a finished one-split file to both splits keeps a single summary, at the end, over every game
+    part = tmp_path / "part.jsonl"
+    evaluate(tiny_config(c.data_root, part, split="valid_seen"), sc, tok, show_progress=False)
+    grown = evaluate(tiny_config(c.data_root, part, resume=True), sc, tok, show_progress=False)
+    assert [r["type"] for r in read_jsonl(part)] == ["trajectory", "trajectory", "summary"]
+    assert grown["metrics"] == summary["metrics"]
 
 
 def test_eval_report_template(tiny_eval, tmp_path, monkeypatch):
