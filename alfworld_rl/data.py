@@ -2,7 +2,7 @@
 
 # %% ../nbs/01_data.ipynb #d01a4881
 from __future__ import annotations
-import json, os, random, shutil, socket, time, zipfile
+import json, os, random, shutil, socket, zipfile
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path

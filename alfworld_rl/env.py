@@ -6,7 +6,7 @@
 from __future__ import annotations
 import asyncio, atexit, importlib, itertools, multiprocessing as mp, os, sys, threading
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from .core import UserError, canonicalize_action, patch_textworld
 from .core import import_alfworld as _import_alfworld

@@ -3,7 +3,7 @@
 # %% ../nbs/03_generate.ipynb #d57bc151
 from __future__ import annotations
 import json, math, os, random, shutil, time
-from dataclasses import dataclass, asdict
+from dataclasses import dataclass
 from pathlib import Path
 
 from .core import UserError, patch_textworld, append_jsonl, read_jsonl, truncate_partial_line, import_alfworld

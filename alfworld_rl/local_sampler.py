@@ -4,7 +4,7 @@
 
 # %% ../nbs/21_local_sampler.ipynb #c6d9d56a
 from __future__ import annotations
-import asyncio, copy, inspect, queue, random, threading, time, uuid, weakref
+import copy, inspect, queue, random, threading, time, uuid, weakref
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path

@@ -4,8 +4,8 @@
 
 # %% ../nbs/22_local_trainer.ipynb #3571627b
 from __future__ import annotations
-import copy, json, re, secrets, threading, uuid
-from concurrent.futures import Future, ThreadPoolExecutor
+import copy, json, re, secrets
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 

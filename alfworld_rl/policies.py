@@ -2,7 +2,7 @@
 
 # %% ../nbs/12_policies.ipynb #d807f8f7
 from __future__ import annotations
-import asyncio, concurrent.futures, json, random, re
+import asyncio, concurrent.futures, json, random
 from pathlib import Path
 from pytrio.types import ModelInput, SampleResponse, SampleSequence, SamplingParams
 from . import protocol as P

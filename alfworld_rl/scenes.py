@@ -2,7 +2,7 @@
 
 # %% ../nbs/02_scenes.ipynb #4069baa0
 from __future__ import annotations
-import importlib.util, os
+import importlib.util
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path

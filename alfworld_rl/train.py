@@ -4,8 +4,8 @@
 
 # %% ../nbs/40_train.ipynb #f3fac0a3
 from __future__ import annotations
-import json, math, os, random, signal, sys, threading, time
-from dataclasses import asdict, fields
+import math, os, random, signal, sys, threading, time
+from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 

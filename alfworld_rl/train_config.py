@@ -5,7 +5,7 @@
 # %% ../nbs/39_train_config.ipynb #b649e42b
 from __future__ import annotations
 import argparse, dataclasses, json, os, re
-from dataclasses import dataclass, field, fields, asdict
+from dataclasses import dataclass, fields, asdict
 from pathlib import Path
 from .core import UserError
 

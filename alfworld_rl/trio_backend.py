@@ -8,7 +8,6 @@ import contextlib, importlib.metadata, os
 from collections.abc import Callable
 
 import pytrio
-from pytrio.errors.auth import AuthError
 
 from .core import UserError
 
