@@ -10,13 +10,22 @@ from pathlib import Path
 from .core import UserError
 
 # %% auto #0
-__all__ = ['DEFAULT_CHECKPOINT_ROOT', 'BACKENDS', 'LocalServiceClient', 'create_lora_training_client', 'create_sampling_client',
-           'create_training_client_from_state', 'create_training_client_from_state_with_optimizer',
-           'make_service_client']
+__all__ = ['DEFAULT_CHECKPOINT_ROOT', 'BACKENDS', 'DTYPE_CHOICES', 'check_device_flags', 'LocalServiceClient',
+           'create_lora_training_client', 'create_sampling_client', 'create_training_client_from_state',
+           'create_training_client_from_state_with_optimizer', 'make_service_client']
 
 # %% ../nbs/24_backends.ipynb #38ddae9b
 DEFAULT_CHECKPOINT_ROOT = Path("runs") / "local-checkpoints"
 BACKENDS = ("local", "trio")
+DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16")
+
+def check_device_flags(device: str, dtype: str) -> None:
+    "Raise `UserError(status=2)` unless `--device` / `--dtype` are values the local backend understands."
+    import re
+    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", device or ""):
+        raise UserError(f"--device must be auto, cpu, cuda or cuda:N (got {device!r})", status=2)
+    if dtype not in DTYPE_CHOICES:
+        raise UserError(f"--dtype must be one of {', '.join(DTYPE_CHOICES)} (got {dtype!r})", status=2)
 
 class LocalServiceClient:
     "PyTRIO 0.2.9 `ServiceClient` surface for the embedded backend."

@@ -4,7 +4,7 @@
 
 # %% ../nbs/50_evaluate.ipynb #4ebb698a
 from __future__ import annotations
-import asyncio, json, os, re, sys
+import asyncio, json, os, sys
 from dataclasses import dataclass, asdict, fields
 from pathlib import Path
 from types import SimpleNamespace
@@ -12,18 +12,17 @@ from types import SimpleNamespace
 from .core import UserError, append_jsonl, read_jsonl, rewrite_jsonl, truncate_partial_line
 
 # %% auto #0
-__all__ = ['SPLITS', 'SPLIT_CHOICES', 'BACKENDS', 'SWANLAB_MODES', 'RESULT_SETTINGS', 'EVAL_METRICS', 'EvalConfig',
-           'validate_eval_config', 'result_settings', 'prepare_output', 'finished_game_ids', 'trajectory_record',
-           'split_metrics', 'summarize_records', 'print_metrics', 'summary_record', 'stop_reason_counts',
-           'invalid_action_breakdown', 'steps_to_success', 'render_transcript', 'select_games', 'rollout_config',
-           'evaluate_games', 'make_sampling_client', 'evaluate', 'log_to_swanlab', 'report_template', 'execute_report',
-           'cli_eval_parser', 'config_from_args', 'cli_eval']
+__all__ = ['SPLITS', 'SPLIT_CHOICES', 'RESULT_SETTINGS', 'EVAL_METRICS', 'EvalConfig', 'validate_eval_config', 'result_settings',
+           'prepare_output', 'finished_game_ids', 'trajectory_record', 'split_metrics', 'summarize_records',
+           'print_metrics', 'summary_record', 'stop_reason_counts', 'invalid_action_breakdown', 'steps_to_success',
+           'render_transcript', 'select_games', 'rollout_config', 'evaluate_games', 'make_sampling_client', 'evaluate',
+           'log_to_swanlab', 'report_template', 'execute_report', 'cli_eval_parser', 'config_from_args', 'cli_eval']
 
 # %% ../nbs/50_evaluate.ipynb #cb872a4b
 SPLITS = ("valid_seen", "valid_unseen")
 SPLIT_CHOICES = SPLITS + ("all",)
-BACKENDS = ("local", "trio")
-SWANLAB_MODES = ("online", "local", "offline", "disabled")
+from .backends import BACKENDS, check_device_flags
+from .train_config import SWANLAB_MODES
 
 @dataclass
 class EvalConfig:
@@ -80,8 +79,7 @@ def validate_eval_config(c: EvalConfig) -> EvalConfig:
     "Check every setting of `c`; raise `UserError(status=2)` naming the first bad flag."
     if c.split not in SPLIT_CHOICES: raise _bad("split", f"one of {', '.join(SPLIT_CHOICES)}", c.split)
     if c.backend not in BACKENDS: raise _bad("backend", f"one of {', '.join(BACKENDS)}", c.backend)
-    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", c.device or ""): raise _bad("device", "auto, cpu, cuda or cuda:N", c.device)
-    if c.dtype not in ("auto", "float32", "bfloat16", "float16"): raise _bad("dtype", "one of auto, float32, bfloat16, float16", c.dtype)
+    check_device_flags(c.device, c.dtype)
     if c.swanlab_mode not in SWANLAB_MODES: raise _bad("swanlab-mode", f"one of {', '.join(SWANLAB_MODES)}", c.swanlab_mode)
     for name in ("games_per_batch", "max_episode_steps", "max_trajectory_tokens", "max_assistant_tokens"):
         v = getattr(c, name)

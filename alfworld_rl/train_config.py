@@ -10,8 +10,8 @@ from pathlib import Path
 from .core import UserError
 
 # %% auto #0
-__all__ = ['BACKENDS', 'SWANLAB_MODES', 'TRIO_MAX_TRAJECTORIES', 'TRIO_MAX_TRAJECTORY_TOKENS', 'NAME_RE', 'RESUME_MAY_CHANGE',
-           'TrainConfig', 'validate_config', 'add_train_arguments', 'given_settings', 'run_started', 'load_run_config',
+__all__ = ['SWANLAB_MODES', 'TRIO_MAX_TRAJECTORIES', 'TRIO_MAX_TRAJECTORY_TOKENS', 'NAME_RE', 'RESUME_MAY_CHANGE', 'TrainConfig',
+           'validate_config', 'add_train_arguments', 'given_settings', 'run_started', 'load_run_config',
            'config_differences', 'save_run_config', 'resolve_train_config']
 
 # %% ../nbs/39_train_config.ipynb #801513c9
@@ -61,7 +61,7 @@ class TrainConfig:
         return Path(self.output_dir) / self.run_name
 
 # %% ../nbs/39_train_config.ipynb #202b18ac
-BACKENDS = ("local", "trio")
+from .backends import BACKENDS, check_device_flags
 SWANLAB_MODES = ("online", "local", "offline", "disabled")
 TRIO_MAX_TRAJECTORIES = 128
 TRIO_MAX_TRAJECTORY_TOKENS = 12000
@@ -79,8 +79,7 @@ def validate_config(c: TrainConfig) -> TrainConfig:
     "Check every setting of `c`; raise `UserError(status=2)` naming the first bad flag and its allowed range."
     if c.backend not in BACKENDS: raise _bad("backend", f"one of {', '.join(BACKENDS)}", c.backend)
     if c.swanlab_mode not in SWANLAB_MODES: raise _bad("swanlab_mode", f"one of {', '.join(SWANLAB_MODES)}", c.swanlab_mode)
-    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", c.device or ""): raise _bad("device", "auto, cpu, cuda or cuda:N", c.device)
-    if c.dtype not in ("auto", "float32", "bfloat16", "float16"): raise _bad("dtype", "one of auto, float32, bfloat16, float16", c.dtype)
+    check_device_flags(c.device, c.dtype)
     for name in ("max_steps", "games_per_batch", "max_episode_steps", "max_trajectory_tokens",
                  "max_assistant_tokens", "max_requests_in_flight"):
         v = getattr(c, name)
