@@ -40,7 +40,7 @@ class MiniSettings:
     head_dim: int = 32
     model_seed: int = 0
     # full-parameter pretraining of the base model on the expert demonstrations (0 epochs: none)
-    pretrain_epochs: int = 6
+    pretrain_epochs: int = 8
     pretrain_learning_rate: float = 3e-3
     pretrain_batch_size: int = 8
     # episodes (shared by SFT prompts, PPO rollouts and evaluation)
@@ -49,14 +49,14 @@ class MiniSettings:
     max_assistant_tokens: int = 48
     lora_rank: int = 64
     # SFT
-    sft_steps: int = 80
+    sft_steps: int = 10
     sft_games_per_batch: int = 8
-    sft_learning_rate: float = 5e-3
+    sft_learning_rate: float = 1e-3
     # PPO
-    ppo_steps: int = 12
+    ppo_steps: int = 4
     ppo_games_per_batch: int = 4
     group_size: int = 8
-    ppo_learning_rate: float = 1e-3
+    ppo_learning_rate: float = 2e-4
     temperature: float = 1.0
     # evaluation
     eval_temperature: float = 0.01
@@ -66,7 +66,8 @@ MINI = MiniSettings()
 SMOKE = MiniSettings(seeds=(0,), train_games=6, valid_games=2, max_episode_steps=10, max_trajectory_tokens=4096,
                      max_assistant_tokens=24, hidden_size=64, num_hidden_layers=2, intermediate_size=128,
                      num_attention_heads=4, num_key_value_heads=2, head_dim=16, lora_rank=32,
-                     pretrain_epochs=1, pretrain_batch_size=3, sft_steps=2, sft_games_per_batch=3, ppo_steps=1, ppo_games_per_batch=2, group_size=2,
+                     pretrain_epochs=1, pretrain_batch_size=3,
+                     sft_steps=2, sft_games_per_batch=3, ppo_steps=1, ppo_games_per_batch=2, group_size=2,
                      eval_games_per_batch=4)
 PRESETS = {"mini": MINI, "smoke": SMOKE}
 MODEL_KEYS = ("hidden_size", "num_hidden_layers", "intermediate_size", "num_attention_heads", "num_key_value_heads",
