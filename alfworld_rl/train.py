@@ -229,6 +229,9 @@ class Trainer:
         self.totals["prefill"] += prefill; self.totals["sampled"] += sampled; self.totals["trained"] += counts["train_tokens"]
         record = {"step": step, "time": _now(), "games": [g.id for g in self.current_games]}
         record.update({f"rollout/{k}": v for k, v in rollout_metrics(batch.trajectories).items()})
+        record.update({f"rollout/stop_reason/{r}": n for r, n in batch.stop_reason_counts().items()})
+        record.update({f"tokens/prompt_length_mean/turn_{t}": sum(v) / len(v)
+                       for t, v in sorted(batch.prompt_lengths_by_turn.items()) if v})
         record.update({"train/skipped": not datums, "train/datums": counts["datums"],
                        "train/train_tokens": counts["train_tokens"], "train/loss_tokens": counts["loss_tokens"],
                        "train/loss": None})

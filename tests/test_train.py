@@ -19,6 +19,7 @@ SEED_ONE_STEP = ["--max-steps", "1", "--games-per-batch", "1", "--group-size", "
                  "--save-every", "0", "--run-name", "alfworld-smoke", "--swanlab-mode", "disabled"]
 
 ROLLOUT_KEYS = ["rollout/reward_mean", "rollout/success_rate", "rollout/steps_mean", "rollout/truncated_rate",
+                "rollout/stop_reason/won", "rollout/stop_reason/max_steps", "tokens/prompt_length_mean/turn_1",
                 "rollout/valid_tool_call_rate", "rollout/admissible_action_rate", "rollout/valid_action_rate",
                 "rollout/invalid_actions_mean", "rollout/advantage_std", "rollout/groups",
                 "rollout/degenerate_group_rate"]
