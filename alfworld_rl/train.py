@@ -15,9 +15,9 @@ from .train_config import (TrainConfig, add_train_arguments, given_settings, res
                                       save_run_config, run_started, validate_config)
 
 # %% auto #0
-__all__ = ['AUTO_GENERATE', 'step_seed', 'split_has_games', 'load_training_games', 'read_checkpoints', 'rewind_run', 'token_cost',
-           'numeric_metrics', 'SwanLabLog', 'make_service', 'restore_training_client', 'sample_record', 'Trainer',
-           'train', 'report_template', 'forward_interrupts', 'run_report', 'cli_train_parser', 'cli_train',
+__all__ = ['AUTO_GENERATE', 'STOP_FILE', 'step_seed', 'split_has_games', 'load_training_games', 'read_checkpoints', 'rewind_run',
+           'token_cost', 'numeric_metrics', 'SwanLabLog', 'make_service', 'restore_training_client', 'sample_record',
+           'Trainer', 'train', 'report_template', 'forward_interrupts', 'run_report', 'cli_train_parser', 'cli_train',
            'ScoredPolicy']
 
 # %% ../nbs/40_train.ipynb #f25fb73e
@@ -282,7 +282,9 @@ class Trainer:
         "Run the remaining updates, save at the end and close; Ctrl-C stops cleanly (resume with --resume)."
         records = []
         try:
-            while self.step < self.config.max_steps: records.append(self.run_update())
+            while self.step < self.config.max_steps:
+                if (self.run_dir / STOP_FILE).exists(): raise KeyboardInterrupt   # Ctrl-C forwarded by `run_report`
+                records.append(self.run_update())
             self.save()
         except KeyboardInterrupt:
             self.close("aborted")
@@ -312,8 +314,13 @@ def report_template() -> Path:
     import alfworld_rl
     return Path(alfworld_rl.__file__).resolve().parent.parent / "nbs" / "reports" / "train.ipynb"
 
+STOP_FILE = "STOP"   # a Ctrl-C that reaches the report kernel between two cells is lost; this file is not
+
 class forward_interrupts:
     "While the report runs, a first Ctrl-C interrupts the kernel (the loop then stops cleanly); a second one, us."
+    def __init__(self, stop_file: str | os.PathLike | None = None):
+        self.stop_file = Path(stop_file) if stop_file else None
+
     def __enter__(self):
         self.count, self.old = 0, None
         if threading.current_thread() is threading.main_thread():
@@ -326,12 +333,14 @@ class forward_interrupts:
         self.count += 1
         if self.count > 1: raise KeyboardInterrupt
         print("Interrupting the training kernel (Ctrl-C again to force)...", file=sys.stderr, flush=True)
+        if self.stop_file is not None: self.stop_file.touch()      # the loop checks it before every update
         for child in psutil.Process().children():
             try: child.send_signal(signal.SIGINT)
             except psutil.Error: pass
 
     def __exit__(self, *exc):
         if self.old is not None: signal.signal(signal.SIGINT, self.old)
+        if self.stop_file is not None: self.stop_file.unlink(missing_ok=True)
         return False
 
 def run_report(config: TrainConfig, resume: bool = False) -> Path:
@@ -343,7 +352,7 @@ def run_report(config: TrainConfig, resume: bool = False) -> Path:
     config.run_dir.mkdir(parents=True, exist_ok=True)
     params = {**asdict(config), "resume": resume}
     try:
-        with forward_interrupts(): pm.execute_notebook(str(template), str(out), parameters=params, cwd=os.getcwd(), kernel_name="python3",
+        with forward_interrupts(config.run_dir / STOP_FILE): pm.execute_notebook(str(template), str(out), parameters=params, cwd=os.getcwd(), kernel_name="python3",
                             progress_bar=False, log_output=False, stdout_file=sys.stdout, stderr_file=sys.stderr)
     except pm.PapermillExecutionError as e:
         if e.ename == "KeyboardInterrupt": raise KeyboardInterrupt from e
@@ -358,6 +367,7 @@ def cli_train_parser(parser):
 def cli_train(args) -> int:
     "Run `alfworld-rl train`; returns the exit status."
     config = resolve_train_config(given_settings(args), resume=args.resume)
+    (config.run_dir / STOP_FILE).unlink(missing_ok=True)   # left behind if an earlier run was killed mid-stop
     if args.no_report: train(config, resume=args.resume)
     else:
         out = run_report(config, resume=args.resume)
