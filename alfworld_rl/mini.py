@@ -40,7 +40,7 @@ class MiniSettings:
     head_dim: int = 32
     model_seed: int = 0
     # full-parameter pretraining of the base model on the expert demonstrations (0 epochs: none)
-    pretrain_epochs: int = 8
+    pretrain_epochs: int = 5
     pretrain_learning_rate: float = 3e-3
     pretrain_batch_size: int = 8
     # episodes (shared by SFT prompts, PPO rollouts and evaluation)
