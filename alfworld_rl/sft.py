@@ -330,20 +330,8 @@ def resolve_sft_config(given: dict, resume: bool = False) -> SFTConfig:
 
 def run_sft_report(config: SFTConfig, resume: bool = False) -> Path:
     "Execute the sft report template for `config` into `<run_dir>/sft.ipynb`; returns its path."
-    import papermill as pm
-    from alfworld_rl.evaluate import report_template
-    from alfworld_rl.train import forward_interrupts
-    out = config.run_dir / "sft.ipynb"
-    config.run_dir.mkdir(parents=True, exist_ok=True)
-    try:
-        with forward_interrupts():
-            pm.execute_notebook(str(report_template("sft")), str(out), parameters={**asdict(config), "resume": resume},
-                                cwd=os.getcwd(), kernel_name="python3", progress_bar=False, log_output=False,
-                                stdout_file=sys.stdout, stderr_file=sys.stderr)
-    except pm.PapermillExecutionError as e:
-        if e.ename == "KeyboardInterrupt": raise KeyboardInterrupt from e
-        raise UserError(f"sft failed: {e.ename}: {e.evalue} (the partial report is {out})") from e
-    return out
+    from alfworld_rl.train import run_report
+    return run_report(config, resume, name="sft")
 
 def cli_sft_parser(parser):
     "Add the flags of `alfworld-rl sft` to `parser`."

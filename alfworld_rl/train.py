@@ -309,10 +309,10 @@ def train(config: TrainConfig, resume: bool = False, service_client=None, progre
     return trainer
 
 # %% ../nbs/40_train.ipynb #69fceb02
-def report_template() -> Path:
-    "The papermill template of the training report."
+def report_template(name: str = "train") -> Path:
+    "The papermill template `nbs/reports/<name>.ipynb` of a run report."
     import alfworld_rl
-    return Path(alfworld_rl.__file__).resolve().parent.parent / "nbs" / "reports" / "train.ipynb"
+    return Path(alfworld_rl.__file__).resolve().parent.parent / "nbs" / "reports" / f"{name}.ipynb"
 
 STOP_FILE = "STOP"   # a Ctrl-C that reaches the report kernel between two cells is lost; this file is not
 
@@ -343,12 +343,12 @@ class forward_interrupts:
         if self.stop_file is not None: self.stop_file.unlink(missing_ok=True)
         return False
 
-def run_report(config: TrainConfig, resume: bool = False) -> Path:
-    "Execute the report template for `config` into `<run_dir>/train.ipynb`; returns its path."
+def run_report(config, resume: bool = False, name: str = "train") -> Path:
+    "Execute report template `name` with `config`'s fields as parameters into `<run_dir>/<name>.ipynb`."
     import papermill as pm
-    template = report_template()
+    template = report_template(name)
     if not template.exists(): raise UserError(f"the report template {template} is missing; pass --no-report")
-    out = config.run_dir / "train.ipynb"
+    out = config.run_dir / f"{name}.ipynb"
     config.run_dir.mkdir(parents=True, exist_ok=True)
     params = {**asdict(config), "resume": resume}
     try:
@@ -356,7 +356,7 @@ def run_report(config: TrainConfig, resume: bool = False) -> Path:
                             progress_bar=False, log_output=False, stdout_file=sys.stdout, stderr_file=sys.stderr)
     except pm.PapermillExecutionError as e:
         if e.ename == "KeyboardInterrupt": raise KeyboardInterrupt from e
-        raise UserError(f"training failed: {e.ename}: {e.evalue} (the partial report is {out})") from e
+        raise UserError(f"{name} failed: {e.ename}: {e.evalue} (the partial report is {out})") from e
     return out
 
 # %% ../nbs/40_train.ipynb #80c1ea90
