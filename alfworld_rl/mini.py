@@ -11,17 +11,16 @@ from pathlib import Path
 from .core import UserError, append_jsonl, read_jsonl
 
 # %% auto #0
-__all__ = ['MINI', 'SMOKE', 'PRESETS', 'MODEL_KEYS', 'MiniSettings', 'validate_settings', 'settings_from', 'MiniPaths',
-           'mini_data', 'model_spec', 'mini_model', 'count_parameters', 'demo_batches', 'masked_nll',
-           'pretrain_on_demonstrations', 'sft_config', 'ppo_config', 'eval_config', 'outside_event_loop',
-           'run_sft_stage', 'run_ppo_stage', 'run_eval_stage', 'eval_label', 'run_mini', 'mini_demonstrations',
-           'seed_summaries', 'mean_summary', 'mean_summaries', 'seed_table', 'plot_curves', 'before_after',
-           'stage_seconds', 'cli_mini_parser', 'cli_mini']
+__all__ = ['MINI', 'SMOKE', 'PRESETS', 'GAME_KEYS', 'MODEL_KEYS', 'MiniSettings', 'validate_settings', 'settings_from',
+           'MiniPaths', 'mini_data', 'model_spec', 'mini_model', 'sft_config', 'ppo_config', 'eval_config',
+           'outside_event_loop', 'run_sft_stage', 'run_ppo_stage', 'run_eval_stage', 'eval_label', 'run_mini',
+           'mini_demonstrations', 'seed_summaries', 'mean_summary', 'mean_summaries', 'seed_table', 'plot_curves',
+           'before_after', 'stage_seconds', 'cli_mini_parser', 'cli_mini']
 
 # %% ../nbs/60_mini.ipynb #7ad99491
 @dataclass
 class MiniSettings:
-    "Every knob of the mini recipe: games, model size, SFT, PPO, evaluation and seeds."
+    "Every knob of the mini recipe: games, model size, base pretraining, SFT, PPO, evaluation and seeds."
     seeds: tuple = (0, 1, 2)
     # games (generated once, shared by every seed)
     train_games: int = 120
@@ -32,24 +31,29 @@ class MiniSettings:
     distractors: int = 2
     max_plan_steps: int = 12
     # model: a Qwen3 with tiny-qwen3's tokenizer
-    hidden_size: int = 256
-    num_hidden_layers: int = 4
-    intermediate_size: int = 768
-    num_attention_heads: int = 8
-    num_key_value_heads: int = 4
+    hidden_size: int = 128
+    num_hidden_layers: int = 2
+    intermediate_size: int = 384
+    num_attention_heads: int = 4
+    num_key_value_heads: int = 2
     head_dim: int = 32
     model_seed: int = 0
-    # full-parameter pretraining of the base model on the expert demonstrations (0 epochs: none)
-    pretrain_epochs: int = 5
+    # base pretraining on random play (alfworld_rl.mini_model); 0 steps: none
+    pretrain_branches: int = 8             # random episodes per training game
+    pretrain_window_steps: int = 1500
+    pretrain_window_batch: int = 64
+    pretrain_transcript_steps: int = 120
+    pretrain_transcript_batch: int = 8
     pretrain_learning_rate: float = 3e-3
-    pretrain_batch_size: int = 8
-    # episodes (shared by SFT prompts, PPO rollouts and evaluation)
+    # episodes (shared by pretraining, SFT prompts, PPO rollouts and evaluation)
     max_episode_steps: int = 12
     max_trajectory_tokens: int = 6000
     max_assistant_tokens: int = 48
     lora_rank: int = 64
-    # SFT
-    sft_steps: int = 10
+    # SFT on searching-expert demonstrations
+    demos_per_game: int = 4
+    max_detours: int = 2
+    sft_steps: int = 30
     sft_games_per_batch: int = 8
     sft_learning_rate: float = 1e-3
     # PPO
@@ -60,19 +64,22 @@ class MiniSettings:
     temperature: float = 1.0
     # evaluation
     eval_temperature: float = 0.01
-    eval_games_per_batch: int = 8
+    eval_games_per_batch: int = 30
 
 MINI = MiniSettings()
 SMOKE = MiniSettings(seeds=(0,), train_games=6, valid_games=2, max_episode_steps=10, max_trajectory_tokens=4096,
                      max_assistant_tokens=24, hidden_size=64, num_hidden_layers=2, intermediate_size=128,
                      num_attention_heads=4, num_key_value_heads=2, head_dim=16, lora_rank=32,
-                     pretrain_epochs=1, pretrain_batch_size=3,
-                     sft_steps=2, sft_games_per_batch=3, ppo_steps=1, ppo_games_per_batch=2, group_size=2,
-                     eval_games_per_batch=4)
+                     pretrain_branches=2, pretrain_window_steps=4, pretrain_window_batch=8, pretrain_transcript_steps=2,
+                     pretrain_transcript_batch=2, demos_per_game=2, sft_steps=2, sft_games_per_batch=3, ppo_steps=1,
+                     ppo_games_per_batch=2, group_size=2, eval_games_per_batch=4)
 PRESETS = {"mini": MINI, "smoke": SMOKE}
-MODEL_KEYS = ("hidden_size", "num_hidden_layers", "intermediate_size", "num_attention_heads", "num_key_value_heads",
-              "head_dim", "model_seed", "pretrain_epochs", "pretrain_learning_rate", "pretrain_batch_size",
-              "max_episode_steps", "max_trajectory_tokens", "data_seed", "train_games")
+GAME_KEYS = ("train_games", "valid_games", "data_seed", "min_receptacles", "max_receptacles", "distractors", "max_plan_steps")
+MODEL_KEYS = GAME_KEYS + ("hidden_size", "num_hidden_layers", "intermediate_size", "num_attention_heads",
+                          "num_key_value_heads", "head_dim", "model_seed", "pretrain_branches", "pretrain_window_steps",
+                          "pretrain_window_batch", "pretrain_transcript_steps", "pretrain_transcript_batch",
+                          "pretrain_learning_rate", "max_episode_steps", "max_trajectory_tokens")
+
 
 # %% ../nbs/60_mini.ipynb #ff9f5788
 def validate_settings(s: MiniSettings) -> MiniSettings:
@@ -82,13 +89,13 @@ def validate_settings(s: MiniSettings) -> MiniSettings:
         raise bad("seeds", "distinct integers >= 0, at least one")
     for f in dataclasses.fields(MiniSettings):
         v = getattr(s, f.name)
-        if f.name in ("seeds", "data_seed", "model_seed", "pretrain_epochs"): continue
-        if isinstance(v, int) and not isinstance(v, bool) and v < 1: raise bad(f.name, "an integer >= 1")
+        if f.name in ("seeds", "data_seed", "model_seed"): continue
+        at_least = 0 if f.name in ("pretrain_window_steps", "pretrain_transcript_steps", "max_detours") else 1
+        if isinstance(v, int) and not isinstance(v, bool) and v < at_least: raise bad(f.name, f"an integer >= {at_least}")
     if s.group_size < 2: raise bad("group_size", "an integer >= 2")
     if s.min_receptacles > s.max_receptacles: raise bad("min_receptacles", f"<= max_receptacles ({s.max_receptacles})")
     if s.num_attention_heads % s.num_key_value_heads: raise bad("num_key_value_heads", "a divisor of num_attention_heads")
     if s.max_assistant_tokens >= s.max_trajectory_tokens: raise bad("max_assistant_tokens", "< max_trajectory_tokens")
-    if not isinstance(s.pretrain_epochs, int) or s.pretrain_epochs < 0: raise bad("pretrain_epochs", "an integer >= 0")
     for name in ("sft_learning_rate", "ppo_learning_rate", "pretrain_learning_rate"):
         if not getattr(s, name) > 0: raise bad(name, "> 0")
     if not (s.temperature >= 0 and s.eval_temperature >= 0): raise bad("temperature", ">= 0")
@@ -130,104 +137,28 @@ def mini_data(s: MiniSettings, paths: MiniPaths, progress: bool = True) -> Path:
                             distractors=s.distractors, max_plan_steps=s.max_plan_steps, progress=progress)
 
 def model_spec(s: MiniSettings) -> dict:
-    "The model part of the settings (what the saved model records)."
+    "The settings the base model depends on (what the saved model records)."
     return {k: getattr(s, k) for k in MODEL_KEYS}
 
-def mini_model(s: MiniSettings, paths: MiniPaths, demonstrations=None, progress: bool = True) -> Path:
-    "Build (and pretrain) the base model of `s` into `paths.model`, kept when built with the same spec; returns its path."
-    import shutil, tempfile, torch
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig
-    from alfworld_rl.tiny_model import tiny_qwen3_path
+def mini_model(s: MiniSettings, paths: MiniPaths, progress: bool = True) -> Path:
+    "Build and pretrain the base model of `s` into `paths.model`, kept when built with the same spec; returns its path."
+    import shutil
+    from alfworld_rl.data import discover_games
+    from alfworld_rl.mini_model import MODEL_SIZE_KEYS, build_model, pretrain_base_model
     out, spec = paths.model.resolve(), model_spec(s)
     info = out / "mini_model.json"
     if info.exists() and json.loads(info.read_text()) == spec: return out
-    src = tiny_qwen3_path()
-    base = AutoConfig.from_pretrained(src).to_dict()
-    base.pop("layer_types", None)                          # derived from the layer count; rebuilt by the config
-    base.update({k: spec[k] for k in MODEL_KEYS[:6]})
-    config = AutoConfig.for_model(**base)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(s.model_seed)
-        model = AutoModelForCausalLM.from_config(config).to(torch.float32)
-    model.generation_config = GenerationConfig.from_pretrained(src)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".model-", dir=out.parent))
-    AutoTokenizer.from_pretrained(src).save_pretrained(tmp)
-    model.save_pretrained(tmp)
-    if s.pretrain_epochs:
-        demos = demonstrations() if callable(demonstrations) else demonstrations
-        if not demos: raise ValueError("pretrain_epochs > 0 needs the expert demonstrations")
-        t0 = time.perf_counter()
-        losses = pretrain_on_demonstrations(tmp, demos, s.pretrain_epochs, s.pretrain_learning_rate,
-                                            s.pretrain_batch_size, s.model_seed, progress)
-        (tmp / "pretrain.json").write_text(json.dumps({"epoch_loss": losses, "demonstrations": len(demos),
-                                                        "seconds": round(time.perf_counter() - t0, 2)}) + "\n")
+    tmp = out.with_name(out.name + ".building")
+    build_model(tmp, {k: spec[k] for k in MODEL_SIZE_KEYS}, s.model_seed)
+    if s.pretrain_window_steps or s.pretrain_transcript_steps:
+        pretrain_base_model(tmp, discover_games(paths.data, "train"), s.pretrain_branches, s.max_episode_steps,
+                            s.max_trajectory_tokens, s.pretrain_window_steps, s.pretrain_window_batch,
+                            s.pretrain_transcript_steps, s.pretrain_transcript_batch, s.pretrain_learning_rate,
+                            s.model_seed, progress)
     (tmp / "mini_model.json").write_text(json.dumps(spec, indent=1) + "\n")
     if out.exists(): shutil.rmtree(out)
     os.replace(tmp, out)
     return out
-
-def count_parameters(model_dir: str | os.PathLike) -> int:
-    "Number of parameters of the model saved in `model_dir`."
-    from transformers import AutoModelForCausalLM
-    return sum(p.numel() for p in AutoModelForCausalLM.from_pretrained(model_dir).parameters())
-
-# %% ../nbs/60_mini.ipynb #c2d3e4f5
-def demo_batches(demos: list, batch_size: int, seed: int) -> list[list[int]]:
-    "Indices of `demos` in shuffled batches of `batch_size` (a fresh seeded order each call)."
-    import random
-    order = list(range(len(demos)))
-    random.Random(seed).shuffle(order)
-    return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
-
-def masked_nll(model, rows: list[tuple[list[int], list[int]]]):
-    "Mean next-token NLL over the assistant positions of `rows` (token ids, assistant mask), right-padded."
-    import torch
-    width = max(len(t) for t, _ in rows)
-    ids = torch.zeros(len(rows), width, dtype=torch.long)
-    att = torch.zeros(len(rows), width, dtype=torch.long)
-    weights = torch.zeros(len(rows), width)
-    for r, (tokens, mask) in enumerate(rows):
-        ids[r, :len(tokens)] = torch.tensor(tokens)
-        att[r, :len(tokens)] = 1
-        weights[r, :len(mask)] = torch.tensor(mask, dtype=torch.float32)
-    logits = model(input_ids=ids, attention_mask=att).logits[:, :-1]
-    nll = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1),
-                                            reduction="none").view(len(rows), -1)
-    w = weights[:, 1:]
-    return (nll * w).sum() / w.sum().clamp(min=1)
-
-def pretrain_on_demonstrations(model_dir: str | os.PathLike, demos: list, epochs: int, learning_rate: float,
-                               batch_size: int = 8, seed: int = 0, progress: bool = True) -> list[float]:
-    "Train every weight of the model in `model_dir` on the assistant tokens of `demos` and save it there; returns the loss per epoch."
-    import math, torch
-    from transformers import AutoModelForCausalLM
-    from tqdm.auto import tqdm
-    rows = [(list(t.tokens), list(t.assistant_mask)) for t in demos]
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=learning_rate, betas=(0.9, 0.98), weight_decay=0.0)
-    total = epochs * math.ceil(len(rows) / batch_size)
-    bar = tqdm(total=total, desc="pretrain on demonstrations", unit="step", disable=not progress)
-    step, losses = 0, []
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        for epoch in range(epochs):
-            epoch_loss = []
-            for batch in demo_batches(rows, batch_size, seed + epoch):
-                lr = learning_rate * min(1.0, (step + 1) / 10) * 0.5 * (1 + math.cos(math.pi * step / total))
-                for group in opt.param_groups: group["lr"] = lr       # warm-up, then cosine decay to 0
-                loss = masked_nll(model, [rows[i] for i in batch])
-                opt.zero_grad(); loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0); opt.step()
-                epoch_loss.append(loss.item()); step += 1
-                bar.update(1); bar.set_postfix_str(f"loss {loss.item():.3f}")
-            losses.append(sum(epoch_loss) / len(epoch_loss))
-    bar.close()
-    model.eval()
-    model.save_pretrained(model_dir)
-    return losses
-
 
 # %% ../nbs/60_mini.ipynb #1ba73588
 def _log_stage(paths: MiniPaths, stage: str, seed, seconds: float) -> None:
@@ -246,7 +177,8 @@ def sft_config(s: MiniSettings, paths: MiniPaths, seed: int):
                      games_per_batch=s.sft_games_per_batch, learning_rate=s.sft_learning_rate, lora_rank=s.lora_rank,
                      save_every=0, run_name=paths.sft_run(seed).name, output_dir=str(paths.runs), seed=seed,
                      swanlab_mode="disabled", max_episode_steps=s.max_episode_steps,
-                     max_trajectory_tokens=s.max_trajectory_tokens)
+                     max_trajectory_tokens=s.max_trajectory_tokens, demos_per_game=s.demos_per_game,
+                     max_detours=s.max_detours)
 
 def ppo_config(s: MiniSettings, paths: MiniPaths, seed: int, init_state: str | None = None):
     "The `TrainConfig` of seed `seed`, starting from the weights of `init_state` (the SFT state)."
@@ -327,16 +259,14 @@ def run_mini(s: MiniSettings, root: str | os.PathLike, progress: bool = True) ->
     saved.write_text(json.dumps(asdict(s), indent=1) + "\n")
     t0 = time.perf_counter()
     mini_data(s, paths, progress)
-    demos = []
-    def demonstrations():
-        "The demonstrations, computed on first use."
-        if not demos: demos.extend(mini_demonstrations(s, paths, progress))
-        return demos
-    mini_model(s, paths, demonstrations, progress)
-    _log_stage(paths, "data+model", None, time.perf_counter() - t0)
+    _log_stage(paths, "games", None, time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    mini_model(s, paths, progress)
+    _log_stage(paths, "base model", None, time.perf_counter() - t0)
     run_eval_stage(s, paths, eval_label("base"), None, progress)
+    demos = []
     for seed in s.seeds:
-        if not _final_save(paths.sft_run(seed), s.sft_steps): demonstrations()
+        if not demos and not _final_save(paths.sft_run(seed), s.sft_steps): demos = mini_demonstrations(s, paths, progress)
         sft_save = run_sft_stage(s, paths, seed, demos or None, progress)
         run_eval_stage(s, paths, eval_label("sft", seed), sft_save["sampler_path"], progress)
         ppo_save = run_ppo_stage(s, paths, seed, sft_save["state_path"], progress)
@@ -344,7 +274,7 @@ def run_mini(s: MiniSettings, root: str | os.PathLike, progress: bool = True) ->
     return paths
 
 def mini_demonstrations(s: MiniSettings, paths: MiniPaths, progress: bool = True) -> list:
-    "The expert demonstrations of every training game (shared by the seeds' SFT runs)."
+    "The searching-expert demonstrations of every training game (shared by the seeds' SFT runs)."
     from alfworld_rl.data import discover_games
     from alfworld_rl.local_sampler import load_tokenizer
     from alfworld_rl.sft import expert_trajectories

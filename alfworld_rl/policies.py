@@ -10,7 +10,7 @@ from .rollout import ROLLOUT_CONTEXT
 
 # %% auto #0
 __all__ = ['MALFORMED_KINDS', 'ScriptedPolicy', 'last_admissible', 'load_walkthrough', 'ExpertPolicy', 'RandomAdmissiblePolicy',
-           'MalformedPolicy', 'MixedPolicy']
+           'MalformedPolicy', 'MixedPolicy', 'observations', 'first_admissible', 'SearchingExpertPolicy']
 
 # %% ../nbs/12_policies.ipynb #81d61440
 class ScriptedPolicy:
@@ -57,7 +57,8 @@ class ScriptedPolicy:
         seqs = []
         for i in range(num_samples):
             rng = random.Random(f"{params.seed}|{i}")
-            seqs.append(self._sequence(self.reply(text, context, rng), params, rng))
+            ctx = context if context is None or context[1] is not None else (context[0], i, *context[2:])
+            seqs.append(self._sequence(self.reply(text, ctx, rng), params, rng))   # sample i of a shared first turn plays branch i
         return SampleResponse(sequences=seqs, input_tokens=len(ids), output_tokens=sum(len(s.tokens) for s in seqs))
 
     def sample(self, prompt: ModelInput, num_samples: int = 1, sampling_params: SamplingParams | None = None, **kwargs):
@@ -150,3 +151,43 @@ class MixedPolicy:
             seqs.append(r.sequences[0])
         return SampleResponse(sequences=seqs, input_tokens=len(prompt.to_ints()),
                               output_tokens=sum(len(s.tokens) for s in seqs))
+
+# %% ../nbs/12_policies.ipynb #036f7e44
+def observations(prompt_text: str) -> list[str]:
+    "The observations of a decoded prompt in order: the first one, then one per step."
+    return [part.split("\n\n", 1)[0].strip() for part in prompt_text.split("Observation:\n")[1:]]
+
+def first_admissible(prompt_text: str) -> list[str]:
+    "The admissible actions listed in the first message of a decoded prompt."
+    head, sep, tail = prompt_text.partition("Admissible actions:\n")
+    return last_admissible(sep + tail.split("\n\n", 1)[0] + "\n") if sep else []
+
+class SearchingExpertPolicy(ExpertPolicy):
+    "Visits up to `max_detours` receptacles the walkthrough does not use (opening closed ones), then plays the walkthrough."
+    def __init__(self, tokenizer, max_detours: int = 2, **kw):
+        super().__init__(tokenizer, **kw)
+        if not isinstance(max_detours, int) or max_detours < 0: raise ValueError(f"max_detours must be an integer >= 0, got {max_detours!r}")
+        self.max_detours = max_detours
+
+    def detours(self, game, branch, walk: list[str], prompt_text: str) -> list[str]:
+        "The receptacles branch `branch` of `game` visits before the walkthrough (seeded by both)."
+        if not walk[0].startswith("go to "): return []
+        used = " ".join(walk) + " "
+        places = [a[len("go to "):] for a in first_admissible(prompt_text) if a.startswith("go to ")]
+        places = [r for r in places if f" {r} " not in f" {used}"]
+        rng = random.Random(f"{game.id}|{branch}")
+        return rng.sample(places, rng.randint(0, min(self.max_detours, len(places))))
+
+    def reply(self, prompt_text, context, rng):
+        if context is None: raise RuntimeError("SearchingExpertPolicy needs rollout.ROLLOUT_CONTEXT (use it through the rollout engine)")
+        game, branch = context[0], context[1]
+        if game.id not in self._walks: self._walks[game.id] = load_walkthrough(game)
+        walk, seen = self._walks[game.id], observations(prompt_text)
+        done = P.count_status(prompt_text, P.STATUS_EXECUTED)
+        script = []
+        for place in self.detours(game, branch, walk, prompt_text):
+            script.append(f"go to {place}")
+            if len(script) >= len(seen): break                     # its observation is still to come
+            if f"The {place} is closed" in seen[len(script)]: script.append(f"open {place}")
+        else: script += walk
+        return P.format_tool_call(script[done] if done < len(script) else "look", self.style)

@@ -39,6 +39,8 @@ class SFTConfig:
     max_episode_steps: int = 50
     max_trajectory_tokens: int = 12000
     include_admissible_actions: bool = True
+    demos_per_game: int = 1
+    max_detours: int = 0
     adam_beta1: float = 0.9
     adam_beta2: float = 0.95
     adam_eps: float = 1e-12
@@ -60,7 +62,7 @@ SFT_HELP = {
     "train_split": "split the demonstrations come from",
     "max_train_games": "use at most this many training games (a seeded choice)",
     "max_steps": "number of optimizer steps",
-    "games_per_batch": "demonstrations (games) per step",
+    "games_per_batch": "training games per step (each brings all its demonstrations)",
     "learning_rate": "Adam learning rate",
     "lora_rank": "LoRA rank, 4-64",
     "save_every": "save state and sampler weights every N steps (0: only at the end)",
@@ -72,12 +74,14 @@ SFT_HELP = {
     "max_episode_steps": "step limit shown in the prompts (use the value PPO and eval will use)",
     "max_trajectory_tokens": "longest demonstration kept, in tokens",
     "include_admissible_actions": "list the admissible actions in every observation",
+    "demos_per_game": "demonstrations per training game (they differ only when --max-detours > 0)",
+    "max_detours": "receptacles a demonstration may search before the walkthrough (0: the bare walkthrough)",
     "adam_beta1": "Adam beta1", "adam_beta2": "Adam beta2", "adam_eps": "Adam epsilon",
     "weight_decay": "AdamW weight decay", "grad_clip": "gradient-norm clipping (0: off)",
 }
 CHOICES = {"backend": ("local", "trio"), "swanlab_mode": ("online", "local", "offline", "disabled"),
            "dtype": ("auto", "float32", "bfloat16", "float16")}
-POSITIVE_INTS = ("max_steps", "games_per_batch", "max_episode_steps", "max_trajectory_tokens")
+POSITIVE_INTS = ("max_steps", "games_per_batch", "max_episode_steps", "max_trajectory_tokens", "demos_per_game")
 RESUME_MAY_CHANGE = ("max_steps", "save_every", "device", "dtype", "swanlab_mode", "swanlab_project", "output_dir")
 
 def flag_of(name: str) -> str:
@@ -98,6 +102,8 @@ def validate_sft_config(c: SFTConfig) -> SFTConfig:
         raise bad("max_train_games", "an integer >= 1")
     if not isinstance(c.save_every, int) or c.save_every < 0: raise bad("save_every", "an integer >= 0 (0 = only the final save)")
     if not isinstance(c.seed, int) or c.seed < 0: raise bad("seed", "an integer >= 0")
+    if not isinstance(c.max_detours, int) or isinstance(c.max_detours, bool) or c.max_detours < 0:
+        raise bad("max_detours", "an integer >= 0")
     if not isinstance(c.lora_rank, int) or not 4 <= c.lora_rank <= 64: raise bad("lora_rank", "an integer in [4, 64]")
     if not c.learning_rate > 0: raise bad("learning_rate", "> 0")
     for name in ("adam_beta1", "adam_beta2"):
@@ -115,23 +121,24 @@ def validate_sft_config(c: SFTConfig) -> SFTConfig:
 def expert_rollout_config(c: SFTConfig):
     "Rollout settings that replay walkthroughs under the prompts PPO and eval will use."
     from alfworld_rl.rollout import RolloutConfig
-    return RolloutConfig(group_size=1, max_episode_steps=c.max_episode_steps,
+    return RolloutConfig(group_size=c.demos_per_game, max_episode_steps=c.max_episode_steps,
                          max_trajectory_tokens=c.max_trajectory_tokens,
                          max_assistant_tokens=min(256, c.max_trajectory_tokens - 1), temperature=0.0, seed=c.seed,
                          include_admissible_actions=c.include_admissible_actions)
 
 def expert_trajectories(games: list, tokenizer, c: SFTConfig, progress: bool = True) -> list:
-    "The won expert demonstrations of `games` (in game order), replayed through the real protocol and engine."
+    "The won expert demonstrations of `games` (`demos_per_game` each, in game order), replayed through the real protocol and engine."
     from tqdm.auto import tqdm
-    from alfworld_rl.policies import ExpertPolicy
+    from alfworld_rl.policies import ExpertPolicy, SearchingExpertPolicy
     from alfworld_rl.rollout import run_rollout
-    bar = tqdm(total=len(games), desc="expert demonstrations", unit="game", disable=not progress)
+    expert = SearchingExpertPolicy(tokenizer, c.max_detours) if c.max_detours else ExpertPolicy(tokenizer)
+    bar = tqdm(total=len(games) * c.demos_per_game, desc="expert demonstrations", unit="demo", disable=not progress)
     def tick(done, total): bar.update(done - bar.n)
-    try: batch = run_rollout(ExpertPolicy(tokenizer), tokenizer, games, expert_rollout_config(c), progress=tick)
+    try: batch = run_rollout(expert, tokenizer, games, expert_rollout_config(c), progress=tick)
     finally: bar.close()
     kept = [t for t in batch.trajectories if t.won]
     for t in batch.trajectories:
-        if not t.won: print(f"Note: left out {t.game.id}: the walkthrough ended with {t.stop_reason}", file=sys.stderr)
+        if not t.won: print(f"Note: left out {t.game.id} (branch {t.branch}): the demonstration ended with {t.stop_reason}", file=sys.stderr)
     if not kept: raise UserError(f"no expert demonstration won among {len(games)} games of --train-split {c.train_split}")
     return kept
 
@@ -192,13 +199,20 @@ class SFTRun:
         if self.demos is None:
             self.demos = expert_trajectories(load_training_games(c), self.tokenizer, c, self.progress)
         self._write_demonstrations()
-        self.datums = {t.game.id: sft_datum(t) for t in self.demos}
-        self.batches = GameBatches([t.game for t in self.demos], c.games_per_batch, seed=c.seed)
+        self.datums = {}                                    # game id -> the datums of its demonstrations
+        for t in self.demos: self.datums.setdefault(t.game.id, []).append(sft_datum(t))
+        games = list({t.game.id: t.game for t in self.demos}.values())
+        self.batches = GameBatches(games, c.games_per_batch, seed=c.seed)
         self.swan = SwanLabLog(c)
         if self.progress:
             from tqdm.auto import tqdm
             self.bar = tqdm(total=c.max_steps, initial=self.step, desc=c.run_name, unit="step", dynamic_ncols=True)
         return self
+
+    @property
+    def all_datums(self) -> list:
+        "Every datum of the run, game by game."
+        return [d for ds in self.datums.values() for d in ds]
 
     def _write_demonstrations(self) -> None:
         "Write the demonstrations as readable records (once per run directory)."
@@ -214,7 +228,7 @@ class SFTRun:
         import pytrio
         c, step, t0 = self.config, self.step + 1, time.perf_counter()
         games = self.batches[step - 1]
-        datums = [self.datums[g.id] for g in games]
+        datums = [d for g in games for d in self.datums[g.id]]
         fb = self.tc.forward_backward(datums, "cross_entropy")
         opt = self.tc.optim_step(pytrio.AdamParams(learning_rate=c.learning_rate, beta1=c.adam_beta1, beta2=c.adam_beta2,
                                                    eps=c.adam_eps, weight_decay=c.weight_decay, grad_clip_norm=c.grad_clip))

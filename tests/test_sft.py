@@ -56,7 +56,7 @@ def test_loss_decreases_on_a_repeated_batch(demos, small_data_root, tmp_path):
     assert all(sorted(r["games"]) == sorted(t.game.id for t in demos) for r in records)   # the same batch each step
     losses = [r["train/loss"] for r in records]
     assert losses[2] < losses[1] < losses[0], losses
-    assert records[0]["train/loss_tokens"] == sft_token_counts(list(run.datums.values()))["loss_tokens"]
+    assert records[0]["train/loss_tokens"] == sft_token_counts(run.all_datums)["loss_tokens"]
     assert records[0]["train/token_count"] == records[0]["train/loss_tokens"]
 
 
