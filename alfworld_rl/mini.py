@@ -39,10 +39,10 @@ class MiniSettings:
     head_dim: int = 32
     model_seed: int = 0
     # base pretraining on random play (alfworld_rl.mini_model); 0 steps: none
-    pretrain_branches: int = 8             # random episodes per training game
-    pretrain_window_steps: int = 1500
+    pretrain_branches: int = 6             # random episodes per training game
+    pretrain_window_steps: int = 1000
     pretrain_window_batch: int = 64
-    pretrain_transcript_steps: int = 120
+    pretrain_transcript_steps: int = 80
     pretrain_transcript_batch: int = 8
     pretrain_learning_rate: float = 3e-3
     # episodes (shared by pretraining, SFT prompts, PPO rollouts and evaluation)
@@ -53,14 +53,14 @@ class MiniSettings:
     # SFT on searching-expert demonstrations
     demos_per_game: int = 4
     max_detours: int = 2
-    sft_steps: int = 30
-    sft_games_per_batch: int = 8
+    sft_steps: int = 25
+    sft_games_per_batch: int = 4
     sft_learning_rate: float = 1e-3
     # PPO
-    ppo_steps: int = 4
+    ppo_steps: int = 8
     ppo_games_per_batch: int = 4
     group_size: int = 8
-    ppo_learning_rate: float = 2e-4
+    ppo_learning_rate: float = 5e-4
     temperature: float = 1.0
     # evaluation
     eval_temperature: float = 0.01
