@@ -9,7 +9,7 @@ from pathlib import Path
 
 # %% auto #0
 __all__ = ['MODEL_SIZE_KEYS', 'build_model', 'count_parameters', 'random_transcripts', 'turn_windows', 'masked_nll',
-           'learning_rate_at', 'train_rows', 'pretrain_base_model']
+           'learning_rate_at', 'train_rows', 'pretrain_base_model', 'plot_pretraining']
 
 # %% ../nbs/59_mini_model.ipynb #8a7e6207
 MODEL_SIZE_KEYS = ("hidden_size", "num_hidden_layers", "intermediate_size", "num_attention_heads",
@@ -148,3 +148,20 @@ def pretrain_base_model(model_dir: str | os.PathLike, games: list, branches: int
                           "transcripts": round(time.perf_counter() - t2, 2)}}
     (model_dir / "pretrain.json").write_text(json.dumps(record) + "\n")
     return record
+
+# %% ../nbs/59_mini_model.ipynb #faeb7416
+def plot_pretraining(record: dict, path: str | os.PathLike | None = None):
+    "The window and transcript loss curves of a `pretrain_base_model` record; saved to `path` if given."
+    from matplotlib.figure import Figure
+    fig = Figure(figsize=(10, 3.2), layout="constrained")
+    for ax, key, title in zip(fig.subplots(1, 2), ("window_losses", "transcript_losses"),
+                              ("pretraining on windows", "pretraining on whole transcripts")):
+        losses = record.get(key) or []
+        smooth = [sum(losses[max(0, i - 49):i + 1]) / len(losses[max(0, i - 49):i + 1]) for i in range(len(losses))]
+        ax.plot(range(1, len(losses) + 1), losses, alpha=0.3, label="per step")
+        ax.plot(range(1, len(losses) + 1), smooth, label="mean of the last 50")
+        ax.set_yscale("log"); ax.set_title(title); ax.set_xlabel("step"); ax.set_ylabel("NLL per reply token")
+        ax.grid(alpha=0.3); ax.legend(fontsize=7)
+    if path is not None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True); fig.savefig(path, dpi=120)
+    return fig
