@@ -243,6 +243,18 @@ def run_eval_stage(s: MiniSettings, paths: MiniPaths, label: str, model_path: st
     return c.output_path()
 
 # %% ../nbs/60_mini.ipynb #080ee261
+def _games_ready(s: MiniSettings, paths: MiniPaths) -> bool:
+    "Whether every split already holds the games `s` asks for."
+    from alfworld_rl.data import discover_games
+    wanted = {"train": s.train_games, "valid_seen": s.valid_games, "valid_unseen": s.valid_games}
+    try: return all(len(discover_games(paths.data, split)) >= n for split, n in wanted.items())
+    except UserError: return False
+
+def _model_ready(s: MiniSettings, paths: MiniPaths) -> bool:
+    "Whether the base model of `s` is already built."
+    info = paths.model / "mini_model.json"
+    return info.exists() and json.loads(info.read_text()) == model_spec(s)
+
 def eval_label(stage: str, seed: int | None = None) -> str:
     "The evaluation file name of a stage (`base`, or `sft-seed0`, `ppo-seed0`, ...)."
     return stage if seed is None else f"{stage}-seed{seed}"
@@ -257,12 +269,13 @@ def run_mini(s: MiniSettings, root: str | os.PathLike, progress: bool = True) ->
     if saved.exists() and {k: v for k, v in json.loads(saved.read_text()).items() if k != "seeds"} != fixed:
         raise UserError(f"{root} holds a mini experiment with other settings ({saved}); use another --out-dir", status=2)
     saved.write_text(json.dumps(asdict(s), indent=1) + "\n")
+    games_done, model_done = _games_ready(s, paths), _model_ready(s, paths)
     t0 = time.perf_counter()
-    mini_data(s, paths, progress)
-    _log_stage(paths, "games", None, time.perf_counter() - t0)
+    mini_data(s, paths, progress)                        # also checks finished games against the settings
+    if not games_done: _log_stage(paths, "games", None, time.perf_counter() - t0)
     t0 = time.perf_counter()
     mini_model(s, paths, progress)
-    _log_stage(paths, "base model", None, time.perf_counter() - t0)
+    if not model_done: _log_stage(paths, "base model", None, time.perf_counter() - t0)
     run_eval_stage(s, paths, eval_label("base"), None, progress)
     demos = []
     for seed in s.seeds:
