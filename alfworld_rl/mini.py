@@ -13,9 +13,9 @@ from .core import UserError, append_jsonl, read_jsonl
 # %% auto #0
 __all__ = ['MINI', 'SMOKE', 'PRESETS', 'GAME_KEYS', 'MODEL_KEYS', 'MiniSettings', 'validate_settings', 'settings_from',
            'MiniPaths', 'mini_data', 'model_spec', 'mini_model', 'sft_config', 'ppo_config', 'eval_config',
-           'outside_event_loop', 'run_sft_stage', 'run_ppo_stage', 'run_eval_stage', 'eval_label', 'run_mini',
-           'mini_demonstrations', 'seed_summaries', 'mean_summary', 'mean_summaries', 'seed_table', 'plot_curves',
-           'before_after', 'stage_seconds', 'cli_mini_parser', 'cli_mini']
+           'run_sft_stage', 'run_ppo_stage', 'run_eval_stage', 'eval_label', 'run_mini', 'mini_demonstrations',
+           'seed_summaries', 'mean_summary', 'mean_summaries', 'seed_table', 'plot_curves', 'before_after',
+           'stage_seconds', 'cli_mini_parser', 'cli_mini']
 
 # %% ../nbs/60_mini.ipynb #7ad99491
 @dataclass
@@ -202,13 +202,6 @@ def eval_config(s: MiniSettings, paths: MiniPaths, label: str, model_path: str |
                       resume=out.exists(), report=False)
 
 # %% ../nbs/60_mini.ipynb #28250190
-def outside_event_loop(fn, *args, **kwargs):
-    "Call `fn` directly, or in a worker thread when this thread runs an event loop (a notebook kernel)."
-    import asyncio, concurrent.futures
-    try: asyncio.get_running_loop()
-    except RuntimeError: return fn(*args, **kwargs)
-    with concurrent.futures.ThreadPoolExecutor(1) as ex: return ex.submit(fn, *args, **kwargs).result()
-
 def run_sft_stage(s: MiniSettings, paths: MiniPaths, seed: int, demonstrations=None, progress: bool = True) -> dict:
     "Behaviour cloning for seed `seed` (skipped when done); returns its final checkpoint record."
     from alfworld_rl.sft import sft
@@ -238,7 +231,7 @@ def run_eval_stage(s: MiniSettings, paths: MiniPaths, label: str, model_path: st
     records = read_jsonl(c.output_path())
     if records and records[-1].get("type") == "summary": return c.output_path()
     t0 = time.perf_counter()
-    outside_event_loop(evaluate, c, show_progress=progress)
+    evaluate(c, show_progress=progress)       # it runs its rollout outside a notebook's event loop itself
     _log_stage(paths, "eval", label, time.perf_counter() - t0)
     return c.output_path()
 

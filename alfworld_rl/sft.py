@@ -4,7 +4,7 @@
 
 # %% ../nbs/41_sft.ipynb #73021b4e
 from __future__ import annotations
-import dataclasses, json, os, re, sys, time
+import dataclasses, json, os, sys, time
 from dataclasses import dataclass, asdict, fields
 from pathlib import Path
 
@@ -13,7 +13,7 @@ from .core import UserError, append_jsonl, read_jsonl, seed_everything
 # %% auto #0
 __all__ = ['SFT_HELP', 'CHOICES', 'POSITIVE_INTS', 'RESUME_MAY_CHANGE', 'SFTConfig', 'flag_of', 'validate_sft_config',
            'expert_rollout_config', 'expert_trajectories', 'sft_datum', 'sft_token_counts', 'SFTRun', 'sft',
-           'StartFromState', 'add_sft_arguments', 'resolve_sft_config', 'run_sft_report', 'cli_sft_parser', 'cli_sft']
+           'add_sft_arguments', 'resolve_sft_config', 'run_sft_report', 'cli_sft_parser', 'cli_sft']
 
 # %% ../nbs/41_sft.ipynb #c1553d23
 @dataclass
@@ -79,8 +79,9 @@ SFT_HELP = {
     "adam_beta1": "Adam beta1", "adam_beta2": "Adam beta2", "adam_eps": "Adam epsilon",
     "weight_decay": "AdamW weight decay", "grad_clip": "gradient-norm clipping (0: off)",
 }
-CHOICES = {"backend": ("local", "trio"), "swanlab_mode": ("online", "local", "offline", "disabled"),
-           "dtype": ("auto", "float32", "bfloat16", "float16")}
+from .backends import BACKENDS, DTYPE_CHOICES, check_device_flags
+from .train_config import SWANLAB_MODES
+CHOICES = {"backend": BACKENDS, "swanlab_mode": SWANLAB_MODES, "dtype": DTYPE_CHOICES}
 POSITIVE_INTS = ("max_steps", "games_per_batch", "max_episode_steps", "max_trajectory_tokens", "demos_per_game")
 RESUME_MAY_CHANGE = ("max_steps", "save_every", "device", "dtype", "swanlab_mode", "swanlab_project", "output_dir")
 
@@ -94,7 +95,7 @@ def validate_sft_config(c: SFTConfig) -> SFTConfig:
         return UserError(f"{flag_of(name)} must be {rule} (got {getattr(c, name)!r})", status=2)
     for name, options in CHOICES.items():
         if getattr(c, name) not in options: raise bad(name, "one of " + ", ".join(options))
-    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", c.device or ""): raise bad("device", "auto, cpu, cuda or cuda:N")
+    check_device_flags(c.device, c.dtype)
     for name in POSITIVE_INTS:
         v = getattr(c, name)
         if not isinstance(v, int) or isinstance(v, bool) or v < 1: raise bad(name, "an integer >= 1")
@@ -287,24 +288,6 @@ def sft(config: SFTConfig, resume: bool = False, service_client=None, progress: 
                  demonstrations=demonstrations).open()
     run.run()
     return run
-
-# %% ../nbs/41_sft.ipynb #aefe1990
-class StartFromState:
-    "A service client whose new LoRA training clients start from the weights of the `save_state` at `state_path`."
-    def __init__(self, service_client, state_path: str):
-        self.svc, self.state_path = service_client, str(state_path)
-
-    def create_lora_training_client(self, base_model: str, rank: int = 32, seed: int | None = None, **kwargs):
-        "A training client with the saved weights; `base_model` and `rank` must match the checkpoint."
-        tc = self.svc.create_training_client_from_state(self.state_path)
-        have_rank = getattr(getattr(tc, "lora", None), "rank", rank)
-        if getattr(tc, "base_model", base_model) != base_model or have_rank != rank:
-            raise UserError(f"{self.state_path} was trained on {getattr(tc, 'base_model', '?')} with LoRA rank "
-                            f"{have_rank}; this run uses {base_model} with rank {rank}", status=2)
-        return tc
-
-    def __getattr__(self, name):
-        return getattr(self.svc, name)
 
 # %% ../nbs/41_sft.ipynb #85c090ef
 def add_sft_arguments(parser):

@@ -16,9 +16,9 @@ from .train_config import (TrainConfig, add_train_arguments, given_settings, res
 
 # %% auto #0
 __all__ = ['AUTO_GENERATE', 'STOP_FILE', 'step_seed', 'split_has_games', 'load_training_games', 'read_checkpoints', 'rewind_run',
-           'token_cost', 'numeric_metrics', 'SwanLabLog', 'make_service', 'restore_training_client', 'sample_record',
-           'Trainer', 'train', 'report_template', 'forward_interrupts', 'run_report', 'cli_train_parser', 'cli_train',
-           'ScoredPolicy']
+           'token_cost', 'numeric_metrics', 'SwanLabLog', 'make_service', 'restore_training_client', 'start_from_state',
+           'sample_record', 'Trainer', 'train', 'report_template', 'forward_interrupts', 'run_report',
+           'cli_train_parser', 'cli_train', 'ScoredPolicy']
 
 # %% ../nbs/40_train.ipynb #f25fb73e
 def step_seed(seed: int, step: int) -> int:
@@ -110,6 +110,15 @@ def restore_training_client(svc, state_path: str):
               "optimizer", flush=True)
         return svc.create_training_client_from_state(state_path)
 
+def start_from_state(svc, state_path: str, base_model: str, rank: int):
+    "A training client with the weights of the state at `state_path` and a fresh optimizer; its base model and LoRA rank must match."
+    tc = svc.create_training_client_from_state(state_path)
+    have_base, have_rank = getattr(tc, "base_model", base_model), getattr(getattr(tc, "lora", None), "rank", rank)
+    if have_base != base_model or have_rank != rank:
+        raise UserError(f"--init-state {state_path} was trained on {have_base} with LoRA rank {have_rank}; "
+                        f"this run uses {base_model} with rank {rank}", status=2)
+    return tc
+
 # %% ../nbs/40_train.ipynb #c7543b19
 def _now() -> str:
     "The current UTC time as an ISO string."
@@ -149,7 +158,7 @@ class Trainer:
             self.tc = restore_training_client(self.svc, ckpt["state_path"])
             print(f"Resumed {c.run_name} after update {self.step} from {ckpt['state_path']}", flush=True)
         elif c.init_state:  # start from another run's weights (e.g. an `alfworld-rl sft` state), fresh optimizer
-            self.tc = self.svc.create_training_client_from_state(c.init_state)
+            self.tc = start_from_state(self.svc, c.init_state, c.base_model, c.lora_rank)
             print(f"Starting {c.run_name} from the weights of {c.init_state}", flush=True)
         else:
             self.tc = self.svc.create_lora_training_client(c.base_model, rank=c.lora_rank, seed=c.seed)
@@ -229,9 +238,9 @@ class Trainer:
         self.totals["prefill"] += prefill; self.totals["sampled"] += sampled; self.totals["trained"] += counts["train_tokens"]
         record = {"step": step, "time": _now(), "games": [g.id for g in self.current_games]}
         record.update({f"rollout/{k}": v for k, v in rollout_metrics(batch.trajectories).items()})
-        record.update({f"rollout/stop_reason/{r}": n for r, n in batch.stop_reason_counts().items()})
-        record.update({f"tokens/prompt_length_mean/turn_{t}": sum(v) / len(v)
-                       for t, v in sorted(batch.prompt_lengths_by_turn.items()) if v})
+        for k, v in batch.metrics().items():      # stop reasons and prompt lengths per turn, as the batch counts them
+            if k.startswith("stop_reason/"): record[f"rollout/{k}"] = v
+            if k.startswith("prompt_length_mean/"): record[f"tokens/{k}"] = v
         record.update({"train/skipped": not datums, "train/datums": counts["datums"],
                        "train/train_tokens": counts["train_tokens"], "train/loss_tokens": counts["loss_tokens"],
                        "train/loss": None})
