@@ -51,6 +51,8 @@ class EvalConfig:
     swanlab_mode: str = "disabled"
     swanlab_project: str = "alfworld-rl"
     report: bool = True
+    context: str = "full"
+    history_length: int = 2
 
     def output_path(self) -> Path:
         "The JSONL file: `--output`, else `eval_results/<model name>-eval.jsonl`."
@@ -68,7 +70,8 @@ class EvalConfig:
 
 # The settings that change what a trajectory is; a resumed file must have been written with the same ones.
 RESULT_SETTINGS = ("base_model", "model_path", "temperature", "top_p", "seed", "max_episode_steps",
-                   "max_trajectory_tokens", "max_assistant_tokens", "include_admissible_actions")
+                   "max_trajectory_tokens", "max_assistant_tokens", "include_admissible_actions", "context",
+                   "history_length")
 
 # %% ../nbs/50_evaluate.ipynb #edce2a44
 def _bad(flag: str, rule: str, value) -> UserError:
@@ -98,6 +101,8 @@ def validate_eval_config(c: EvalConfig) -> EvalConfig:
     if out.is_dir(): raise _bad("output", "a file path, not a directory", str(out))
     if c.run_name is not None and (not c.run_name or "/" in c.run_name or c.run_name in (".", "..")):
         raise _bad("run-name", "a non-empty name without '/'", c.run_name)
+    from alfworld_rl.train_config import check_method_flags
+    check_method_flags(c)
     return c
 
 # %% ../nbs/50_evaluate.ipynb #fb705ce5
@@ -253,7 +258,8 @@ def rollout_config(c: EvalConfig):
     return RolloutConfig(group_size=1, max_episode_steps=c.max_episode_steps,
                          max_trajectory_tokens=c.max_trajectory_tokens, max_assistant_tokens=c.max_assistant_tokens,
                          temperature=c.temperature, top_p=c.top_p, seed=c.seed,
-                         include_admissible_actions=c.include_admissible_actions)
+                         include_admissible_actions=c.include_admissible_actions, context=c.context,
+                         history_length=c.history_length)
 
 async def evaluate_games(sampling_client, tokenizer, games: list, c: EvalConfig, progress=None) -> list[dict]:
     "Play each game once, at most `games_per_batch` at a time; append each record to the output as it ends."
@@ -380,6 +386,9 @@ def cli_eval_parser(parser) -> None:
     a("--run-name", default=None, help="run directory name for the report (default: the output file's stem)")
     a("--runs-dir", default=d.runs_dir, help="where run directories live (default runs)")
     a("--no-report", dest="report", action="store_false", help="do not execute the report notebook")
+    a("--context", default=d.context, help="prompt context: full (the whole conversation) or window (each turn rebuilt "
+                                           "from the task, the last --history-length steps and the observation)")
+    a("--history-length", type=int, default=d.history_length, help="--context window: earlier steps shown (default 2)")
 
 def config_from_args(args) -> EvalConfig:
     "An `EvalConfig` from parsed `eval` arguments."

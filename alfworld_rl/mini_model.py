@@ -8,8 +8,8 @@ import json, math, os, random, shutil, tempfile, time
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['MODEL_SIZE_KEYS', 'build_model', 'count_parameters', 'random_transcripts', 'turn_windows', 'masked_nll',
-           'learning_rate_at', 'train_rows', 'pretrain_base_model', 'plot_pretraining']
+__all__ = ['MODEL_SIZE_KEYS', 'build_model', 'count_parameters', 'random_transcripts', 'window_turns', 'turn_windows',
+           'masked_nll', 'learning_rate_at', 'train_rows', 'pretrain_base_model', 'plot_pretraining']
 
 # %% ../nbs/59_mini_model.ipynb #8a7e6207
 MODEL_SIZE_KEYS = ("hidden_size", "num_hidden_layers", "intermediate_size", "num_attention_heads",
@@ -57,6 +57,22 @@ def random_transcripts(games: list, tokenizer, branches: int, max_episode_steps:
     try: batch = run_rollout(RandomAdmissiblePolicy(tokenizer), tokenizer, games, config, progress=tick)
     finally: bar.close()
     return [(list(t.tokens), list(t.assistant_mask)) for t in batch.trajectories if t.steps]
+
+def window_turns(games: list, tokenizer, branches: int, max_episode_steps: int, max_trajectory_tokens: int,
+                 history_length: int = 2, seed: int = 0, progress: bool = True) -> list[tuple[list[int], list[int]]]:
+    "One row per turn of `branches` random-admissible episodes per game in the window context: that turn's prompt + reply."
+    from tqdm.auto import tqdm
+    from alfworld_rl.policies import RandomAdmissiblePolicy
+    from alfworld_rl.rollout import RolloutConfig, run_rollout
+    config = RolloutConfig(group_size=branches, max_episode_steps=max_episode_steps, temperature=1.0, seed=seed,
+                           max_trajectory_tokens=max_trajectory_tokens, max_assistant_tokens=min(128, max_trajectory_tokens - 1),
+                           context="window", history_length=history_length)
+    bar = tqdm(total=len(games) * branches, desc="random play", unit="episode", disable=not progress)
+    def tick(done, total): bar.update(done - bar.n)
+    try: batch = run_rollout(RandomAdmissiblePolicy(tokenizer), tokenizer, games, config, progress=tick)
+    finally: bar.close()
+    return [(list(s.prompt_tokens) + list(s.completion_tokens), [0] * len(s.prompt_tokens) + [1] * len(s.completion_tokens))
+            for t in batch.trajectories for s in t.steps]
 
 def turn_windows(transcripts: list, start_id: int) -> list[tuple[list[int], list[int]]]:
     "One window per assistant reply: from the `<|im_start|>` of the user message before it to the reply's end."
@@ -127,14 +143,20 @@ def train_rows(model_dir: str | os.PathLike, rows: list, steps: int, batch_size:
 # %% ../nbs/59_mini_model.ipynb #e6c77309
 def pretrain_base_model(model_dir: str | os.PathLike, games: list, branches: int, max_episode_steps: int,
                         max_trajectory_tokens: int, window_steps: int, window_batch: int, transcript_steps: int,
-                        transcript_batch: int, learning_rate: float, seed: int = 0, progress: bool = True) -> dict:
+                        transcript_batch: int, learning_rate: float, seed: int = 0, progress: bool = True,
+                        context: str = "full", history_length: int = 2) -> dict:
     "Random play on `games`, then window steps, then whole-transcript steps (at a third of the rate); returns and saves the record."
     from alfworld_rl.local_sampler import load_tokenizer
     model_dir = Path(model_dir)
     tokenizer = load_tokenizer(str(model_dir))
     t0 = time.perf_counter()
-    transcripts = random_transcripts(games, tokenizer, branches, max_episode_steps, max_trajectory_tokens, seed, progress)
-    windows = turn_windows(transcripts, tokenizer.convert_tokens_to_ids("<|im_start|>"))
+    if context == "window":       # the prompts the agent will see are the windows themselves: no transcript pass
+        transcripts, transcript_steps = [], 0
+        windows = window_turns(games, tokenizer, branches, max_episode_steps, max_trajectory_tokens, history_length,
+                               seed, progress)
+    else:
+        transcripts = random_transcripts(games, tokenizer, branches, max_episode_steps, max_trajectory_tokens, seed, progress)
+        windows = turn_windows(transcripts, tokenizer.convert_tokens_to_ids("<|im_start|>"))
     t1 = time.perf_counter()
     window_losses = train_rows(model_dir, windows, window_steps, window_batch, learning_rate, seed,
                                "pretrain on windows", progress) if window_steps else []

@@ -9,10 +9,13 @@ from . import protocol as P
 from .rollout import ROLLOUT_CONTEXT
 
 # %% auto #0
-__all__ = ['MALFORMED_KINDS', 'ScriptedPolicy', 'last_admissible', 'load_walkthrough', 'ExpertPolicy', 'RandomAdmissiblePolicy',
-           'MalformedPolicy', 'MixedPolicy', 'observations', 'first_admissible', 'SearchingExpertPolicy']
+__all__ = ['WINDOW_STATUS', 'MALFORMED_KINDS', 'ScriptedPolicy', 'last_admissible', 'load_walkthrough', 'ExpertPolicy',
+           'RandomAdmissiblePolicy', 'MalformedPolicy', 'MixedPolicy', 'observations', 'first_admissible',
+           'SearchingExpertPolicy']
 
 # %% ../nbs/12_policies.ipynb #81d61440
+WINDOW_STATUS = "Status of your last action: "
+
 class ScriptedPolicy:
     "Base class: a `SamplingClient`-like sampler whose replies come from `reply(prompt_text, context, rng)`."
     def __init__(self, tokenizer, *, style: str = "xml", include_stop_token: bool = True, latency=None,
@@ -21,6 +24,15 @@ class ScriptedPolicy:
         self.tokenizer, self.style, self.include_stop_token = tokenizer, style, include_stop_token
         self.latency, self.logprob_range = latency, logprob_range
         self.requests: list[dict] = []           # one entry per request: num_samples, prompt length, seed, latency
+        self._windows: dict = {}                 # (game id, branch) -> window-context prompt texts, one per turn
+
+    def conversation(self, text: str, context) -> str:
+        "The episode so far as one conversation text: `text` itself, or (window context) the branch's prompts joined."
+        if context is None or WINDOW_STATUS not in text and context[2] != 0: return text
+        prompts = self._windows.setdefault((context[0].id, context[1]), [])
+        del prompts[context[2]:]                 # turn 0 starts a new episode of this branch
+        prompts.append(text)
+        return "\n\n".join(p.replace(WINDOW_STATUS, "Status: ") for p in prompts)
 
     def get_tokenizer(self): return self.tokenizer
 
@@ -58,7 +70,7 @@ class ScriptedPolicy:
         for i in range(num_samples):
             rng = random.Random(f"{params.seed}|{i}")
             ctx = context if context is None or context[1] is not None else (context[0], i, *context[2:])
-            seqs.append(self._sequence(self.reply(text, ctx, rng), params, rng))   # sample i of a shared first turn plays branch i
+            seqs.append(self._sequence(self.reply(self.conversation(text, ctx), ctx, rng), params, rng))   # sample i of a shared first turn plays branch i
         return SampleResponse(sequences=seqs, input_tokens=len(ids), output_tokens=sum(len(s.tokens) for s in seqs))
 
     def sample(self, prompt: ModelInput, num_samples: int = 1, sampling_params: SamplingParams | None = None, **kwargs):

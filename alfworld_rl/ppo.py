@@ -14,9 +14,10 @@ from pytrio.client.training_batch import plan_training_batch, GradientAccumulati
 from pytrio.model.limits import TrainingLimits
 
 # %% auto #0
-__all__ = ['ZERO_ADVANTAGE', 'group_advantages', 'group_key', 'group_trajectories', 'assign_advantages', 'trajectory_datum',
-           'build_datums', 'validate_datums', 'datum_token_counts', 'plot_datum', 'ppo_loss',
-           'importance_sampling_loss', 'rollout_metrics']
+__all__ = ['ADVANTAGES', 'ADVANTAGE_NORMS', 'ZERO_ADVANTAGE', 'group_advantages', 'group_key', 'group_trajectories',
+           'is_env_error', 'step_rewards', 'assign_advantages', 'trajectory_datum', 'trajectory_datums', 'build_datums',
+           'validate_datums', 'datum_token_counts', 'plot_datum', 'ppo_loss', 'importance_sampling_loss',
+           'rollout_metrics', 'advantage_metrics']
 
 # %% ../nbs/30_ppo.ipynb #50f70708
 from .rollout import INVALID_PENALTY as INVALID_ACTION_PENALTY, trajectory_reward
@@ -43,12 +44,40 @@ def group_trajectories(trajectories) -> list[list]:
         groups.setdefault(group_key(traj), []).append(traj)
     return list(groups.values())
 
-def assign_advantages(trajectories) -> list[list]:
-    "Set `.advantage = reward - group mean` on every trajectory; returns the groups."
+ADVANTAGES = ("grpo", "gigpo")
+ADVANTAGE_NORMS = ("mean", "mean_std")
+
+def is_env_error(traj) -> bool:
+    "Whether the trajectory was cut short by the environment (it says nothing about the policy)."
+    return getattr(traj, "stop_reason", None) == "env_error"
+
+def step_rewards(traj) -> list[float]:
+    "Per-step rewards: 1 on the winning step, -0.1 on an invalid one (malformed or not admissible), else 0."
+    out = []
+    for s in traj.steps:
+        invalid = (not s.valid_format) or (not s.admissible and getattr(s, "env_error", None) is None)
+        out.append(round(float(bool(s.won)) - (INVALID_ACTION_PENALTY if invalid else 0.0), 10))
+    return out
+
+def assign_advantages(trajectories, advantage: str = "grpo", norm: str = "mean", gamma: float = 0.95,
+                      weight: float = 1.0) -> list[list]:
+    "Set `.advantage` (and, for gigpo, `.step_advantages`) on every trajectory, group by group; returns the groups."
+    from alfworld_rl import advantages as A
+    if advantage not in ADVANTAGES: raise ValueError(f"advantage must be one of {ADVANTAGES}, got {advantage!r}")
     groups = group_trajectories(trajectories)
     for group in groups:
-        for traj, a in zip(group, _centered([t.reward for t in group])):
-            traj.advantage = a
+        # env-error branches: advantage 0 everywhere, and out of every mean their siblings are compared with
+        scored = [t for t in group if not is_env_error(t)]
+        for t in group:
+            t.advantage = 0.0
+            if hasattr(t, "step_advantages"): t.step_advantages = None
+        if not scored: continue
+        episode = A.grpo([t.reward for t in scored], norm=norm)
+        for t, a in zip(scored, episode): t.advantage = a
+        if advantage == "gigpo":
+            per_step = A.gigpo([t.reward for t in scored], [[s.anchor_observation for s in t.steps] for t in scored],
+                               [step_rewards(t) for t in scored], gamma=gamma, weight=weight, norm=norm)
+            for t, adv in zip(scored, per_step): t.step_advantages = [float(a) for a in adv]
     return groups
 
 # %% ../nbs/30_ppo.ipynb #d86d2ab2
@@ -57,7 +86,7 @@ def _fields(traj):
     return traj.tokens, traj.logprobs, traj.assistant_mask, traj.advantage
 
 def trajectory_datum(tokens, logprobs=None, assistant_mask=None, advantage=None) -> pytrio.Datum:
-    "The PPO datum of one trajectory: input `tokens[:-1]`, targets `tokens[1:]`, masked logprobs/advantages."
+    "The PPO datum of one token sequence: input `tokens[:-1]`, targets `tokens[1:]`, masked logprobs and advantages (one, or one per token)."
     if hasattr(tokens, "tokens"): tokens, logprobs, assistant_mask, advantage = _fields(tokens)
     n = len(tokens)
     if n < 2: raise ValueError(f"a trajectory needs at least 2 tokens, got {n}")
@@ -66,8 +95,10 @@ def trajectory_datum(tokens, logprobs=None, assistant_mask=None, advantage=None)
     if len(logprobs) != n or len(assistant_mask) != n:
         raise ValueError(f"tokens ({n}), logprobs ({len(logprobs)}) and assistant_mask "
                          f"({len(assistant_mask)}) must have the same length")
-    advantage = float(advantage)
-    if not math.isfinite(advantage): raise ValueError(f"advantage must be finite, got {advantage}")
+    per_token = np.asarray(advantage, dtype=np.float64)
+    if per_token.ndim == 1 and len(per_token) != n:
+        raise ValueError(f"per-token advantages ({len(per_token)}) and tokens ({n}) must have the same length")
+    if not np.isfinite(per_token).all(): raise ValueError(f"advantage must be finite, got {advantage}")
     if assistant_mask[0]: raise ValueError("the first token cannot be an assistant token (nothing predicts it)")
     toks = np.asarray(tokens, dtype=np.int64)
     if (toks < 0).any(): raise ValueError("token ids must be >= 0")
@@ -76,7 +107,7 @@ def trajectory_datum(tokens, logprobs=None, assistant_mask=None, advantage=None)
     if not np.isfinite(lps[mask]).all() or (lps[mask] > 1e-6).any():
         raise ValueError("assistant-token logprobs must be finite and <= 0")
     target_logprobs = np.where(mask, np.minimum(lps, 0.0), 0.0).astype(np.float32)
-    advantages = np.where(mask, advantage, 0.0).astype(np.float32)
+    advantages = np.where(mask, per_token[1:] if per_token.ndim == 1 else per_token, 0.0).astype(np.float32)
     return pytrio.Datum(
         model_input=pytrio.ModelInput.from_ints(toks[:-1].tolist()),
         loss_fn_inputs={"target_tokens": toks[1:], "logprobs": target_logprobs, "advantages": advantages})
@@ -84,14 +115,37 @@ def trajectory_datum(tokens, logprobs=None, assistant_mask=None, advantage=None)
 # %% ../nbs/30_ppo.ipynb #54d7797c
 ZERO_ADVANTAGE = 1e-9   # rewards are multiples of 0.1, so a real advantage is far larger than this
 
+def _step_advantage(traj, t: int) -> float:
+    "The advantage of step `t` (the trajectory's own when it has no per-step advantages)."
+    per_step = getattr(traj, "step_advantages", None)
+    return float(per_step[t]) if per_step is not None else float(traj.advantage)
+
+def trajectory_datums(traj) -> list[pytrio.Datum]:
+    "The datums of one trajectory: the whole conversation (full context) or one per turn (window), zero advantages left out."
+    if traj.advantage is None: raise ValueError("trajectory has no advantage; call assign_advantages first")
+    context, per_step = getattr(traj, "context", "full"), getattr(traj, "step_advantages", None)
+    if context == "window":          # each turn: its own prompt (no loss) + the reply as sampled
+        out = []
+        for t, s in enumerate(traj.steps):
+            a = _step_advantage(traj, t)
+            if abs(a) < ZERO_ADVANTAGE: continue
+            prompt, reply = list(s.prompt_tokens), list(s.completion_tokens)
+            out.append(trajectory_datum(prompt + reply, [0.0] * len(prompt) + [float(x) for x in s.logprobs],
+                                        [False] * len(prompt) + [True] * len(reply), a))
+        return out
+    if per_step is None:             # one advantage on every assistant token
+        return [] if abs(traj.advantage) < ZERO_ADVANTAGE else [trajectory_datum(traj)]
+    per_token = [0.0] * len(traj.tokens)     # each turn's reply carries its own step's advantage
+    for t, s in enumerate(traj.steps):
+        for j in range(s.prompt_length, s.prompt_length + len(s.completion_tokens)): per_token[j] = float(per_step[t])
+    if all(abs(a) < ZERO_ADVANTAGE for a in per_token): return []
+    return [trajectory_datum(traj.tokens, traj.logprobs, traj.assistant_mask, per_token)]
+
 def build_datums(trajectories) -> list[pytrio.Datum]:
-    "One datum per trajectory with a non-zero advantage, in input order (a batch's `.trajectories` work too)."
+    "The datums of every trajectory with a non-zero advantage, in input order (a batch's `.trajectories` work too)."
     if hasattr(trajectories, "trajectories"): trajectories = trajectories.trajectories
     datums = []
-    for traj in trajectories:
-        if traj.advantage is None: raise ValueError("trajectory has no advantage; call assign_advantages first")
-        if abs(traj.advantage) < ZERO_ADVANTAGE: continue
-        datums.append(trajectory_datum(traj))
+    for traj in trajectories: datums.extend(trajectory_datums(traj))
     return datums
 
 # %% ../nbs/30_ppo.ipynb #bcf61489
@@ -182,9 +236,9 @@ def rollout_metrics(trajectories) -> dict[str, float]:
     advantages = [float(t.advantage) for t in trajectories if t.advantage is not None]
     groups = group_trajectories(trajectories)
     degenerate = 0
-    for g in groups:
-        rewards = [t.reward for t in g]
-        if max(rewards) == min(rewards): degenerate += 1
+    for g in groups:       # env-error branches are out of the group mean, so out of this count too
+        rewards = [t.reward for t in g if not is_env_error(t)]
+        if not rewards or max(rewards) == min(rewards): degenerate += 1
     m = {
         "trajectories": float(len(trajectories)),
         "reward_mean": _mean(t.reward for t in trajectories),
@@ -200,4 +254,25 @@ def rollout_metrics(trajectories) -> dict[str, float]:
         "degenerate_group_rate": degenerate / len(groups),
     }
     for task_type in sorted(by_task): m[f"success_rate/{task_type}"] = _mean(by_task[task_type])
+    return m
+
+def advantage_metrics(trajectories, gigpo: bool = False) -> dict[str, float]:
+    "Shares of zero advantages and, for gigpo, the anchor-group statistics of one batch."
+    trajectories = [t for t in trajectories if not is_env_error(t)]
+    per_traj = [[_step_advantage(t, i) for i in range(len(t.steps))] for t in trajectories]
+    steps = [a for adv in per_traj for a in adv]
+    m = {"advantage/zero_trajectory_rate": _mean(all(abs(a) < ZERO_ADVANTAGE for a in adv) for adv in per_traj),
+         "advantage/zero_step_rate": _mean(abs(a) < ZERO_ADVANTAGE for a in steps)}
+    if not gigpo: return m
+    anchor_groups, singletons, n_steps = 0, 0, 0
+    for group in group_trajectories(trajectories):
+        counts: dict[str, int] = defaultdict(int)
+        for t in group:
+            for s in t.steps: counts[s.anchor_observation] += 1
+        anchor_groups += len(counts)
+        singletons += sum(1 for c in counts.values() if c == 1)
+        n_steps += sum(counts.values())
+    step_part = [abs(_step_advantage(t, i) - float(t.advantage)) for t in trajectories for i in range(len(t.steps))]
+    m.update({"gigpo/anchor_groups": float(anchor_groups), "gigpo/singleton_rate": singletons / n_steps if n_steps else 0.0,
+              "gigpo/step_adv_abs_mean": _mean(step_part)})   # mean |w * A_step| over steps
     return m

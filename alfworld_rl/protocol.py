@@ -8,9 +8,10 @@ from .core import canonicalize_action
 
 # %% auto #0
 __all__ = ['TOOL_NAME', 'TOOL_SCHEMA', 'SYSTEM_PROMPT', 'STATUS_EXECUTED', 'STATUS_NOT_ADMISSIBLE', 'STATUS_INVALID_FORMAT',
-           'STATUS_COMPLETED', 'STATUS_FAILED', 'STATUSES', 'format_admissible', 'first_user_message', 'step_line',
-           'tool_message', 'count_status', 'ToolCall', 'parse_tool_call', 'format_tool_call', 'ChatTemplateError',
-           'render_text', 'encode', 'initial_messages', 'render_prompt', 'TurnTemplate', 'turn_template']
+           'STATUS_COMPLETED', 'STATUS_FAILED', 'STATUSES', 'INVALID_CALL_ACTION', 'format_admissible',
+           'first_user_message', 'step_line', 'tool_message', 'count_status', 'history_block', 'window_message',
+           'window_messages', 'ToolCall', 'parse_tool_call', 'format_tool_call', 'ChatTemplateError', 'render_text',
+           'encode', 'initial_messages', 'render_prompt', 'TurnTemplate', 'turn_template']
 
 # %% ../nbs/10_protocol.ipynb #22726217
 TOOL_NAME = "alfworld_step"
@@ -81,6 +82,38 @@ def tool_message(status: str, observation: str, admissible_commands=None, step: 
 def count_status(text: str, status: str) -> int:
     "How many tool messages in `text` carry `status`."
     return len(re.findall(rf"^Status: {re.escape(status)}(?: \(.*\))?$", text, flags=re.M))
+
+# %% ../nbs/10_protocol.ipynb #6966fe03
+INVALID_CALL_ACTION = "(invalid tool call)"
+
+def history_block(history, first_step: int, total_steps: int) -> str:
+    "The `Recent steps` block: (observation, action) pairs numbered from `first_step`, out of `total_steps` taken."
+    lines = [f"Recent steps (the last {len(history)} of {total_steps}):"]
+    for k, (observation, action) in enumerate(history):
+        n = first_step + k
+        lines.append(f"Step {n} observation: {' '.join(observation.split()) or '(nothing)'}")
+        lines.append(f"Step {n} action: {action if action else INVALID_CALL_ACTION}")
+    return "\n".join(lines)
+
+def window_message(task: str, observation: str, admissible_commands=None, history=(), step: int = 1,
+                   max_steps: int | None = None, include_admissible: bool = True, status: str | None = None) -> str:
+    "The user message of one window-context turn: task, step line, recent (observation, action) pairs, status, observation, actions."
+    if status is not None and status not in STATUSES: raise ValueError(f"unknown status {status!r}; expected one of {STATUSES}")
+    history = list(history)
+    lines = [f"Task: {task.strip()}", step_line(step, max_steps)]
+    if history: lines += ["", history_block(history, step - len(history), step - 1)]
+    if status is not None: lines += ["", f"Status of your last action: {status}"]
+    lines += ["", "Observation:", observation.strip() or "(nothing)"]
+    if include_admissible and admissible_commands is not None:
+        lines += ["", "Admissible actions:", format_admissible(admissible_commands)]
+    return "\n".join(lines)
+
+def window_messages(task: str, observation: str, admissible_commands=None, history=(), step: int = 1,
+                    max_steps: int | None = None, include_admissible: bool = True, status: str | None = None) -> list[dict]:
+    "System prompt and the one user message of a window-context turn."
+    return [{"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": window_message(task, observation, admissible_commands, history, step, max_steps,
+                                                       include_admissible, status)}]
 
 # %% ../nbs/10_protocol.ipynb #a61df0a6
 @dataclass(frozen=True)

@@ -8,8 +8,9 @@ from .core import UserError
 from . import protocol as P
 
 # %% auto #0
-__all__ = ['STOP_REASONS', 'INVALID_PENALTY', 'ROLLOUT_CONTEXT', 'RolloutConfig', 'sample_seed', 'StepRecord', 'Trajectory',
-           'trajectory_reward', 'group_advantages', 'RolloutBatch', 'rollout_games', 'run_sync', 'run_rollout']
+__all__ = ['CONTEXTS', 'STOP_REASONS', 'INVALID_PENALTY', 'ROLLOUT_CONTEXT', 'RolloutConfig', 'sample_seed', 'StepRecord',
+           'Trajectory', 'trajectory_reward', 'group_advantages', 'RolloutBatch', 'rollout_games', 'run_sync',
+           'run_rollout']
 
 # %% ../nbs/11_rollout.ipynb #b62942a6
 @dataclass
@@ -24,6 +25,8 @@ class RolloutConfig:
     seed: int = 0
     include_admissible_actions: bool = True
     max_requests_in_flight: int = 64
+    context: str = "full"          # "full": one growing conversation; "window": each turn's prompt rebuilt
+    history_length: int = 2        # window context: (observation, action) pairs shown
 
     def validate(self) -> "RolloutConfig":
         "Raise `UserError(status=2)` naming the flag when a value is out of range."
@@ -39,7 +42,12 @@ class RolloutConfig:
             raise bad("temperature", ">= 0", self.temperature)
         if not (isinstance(self.top_p, (int, float)) and 0 < self.top_p <= 1): raise bad("top-p", "in (0, 1]", self.top_p)
         if not isinstance(self.seed, int) or isinstance(self.seed, bool): raise bad("seed", "an integer", self.seed)
+        if self.context not in CONTEXTS: raise bad("context", "one of " + ", ".join(CONTEXTS), self.context)
+        if not isinstance(self.history_length, int) or isinstance(self.history_length, bool) or self.history_length < 0:
+            raise bad("history-length", "an integer >= 0", self.history_length)
         return self
+
+CONTEXTS = ("full", "window")
 
 # %% ../nbs/11_rollout.ipynb #56dfc1d0
 def sample_seed(seed: int, game_id: str, branch: int, turn: int) -> int:
@@ -71,6 +79,8 @@ class StepRecord:
     sample_seconds: float = 0.0
     env_seconds: float = 0.0
     env_error: str | None = None       # the environment failed on this step (not counted as invalid)
+    anchor_observation: str = ""       # the raw environment text the agent acted on (GiGPO's anchor state)
+    prompt_tokens: list[int] | None = None   # window context: this turn's own prompt
 
     def to_record(self) -> dict:
         "JSON-ready dict (token ids and logprobs included)."
@@ -95,9 +105,22 @@ class Trajectory:
     tokens: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     assistant_mask: list[bool] = field(default_factory=list)
+    context: str = "full"
+    step_advantages: list[float] | None = None   # per-step advantages (GiGPO); None: `advantage` on every step
 
     @property
     def group_id(self) -> str: return self.game.id
+
+    def advantage_of_step(self, t: int) -> float:
+        "The advantage every token of step `t`'s reply carries."
+        if self.step_advantages is not None: return self.step_advantages[t]
+        if self.advantage is None: raise ValueError("trajectory has no advantage yet")
+        return self.advantage
+
+    def num_tokens(self) -> int:
+        "Tokens of the trajectory's training sequences (the conversation, or every turn's prompt + reply)."
+        if self.context == "full": return len(self.tokens)
+        return sum(len(s.prompt_tokens or []) + len(s.completion_tokens) for s in self.steps)
 
     def to_record(self) -> dict:
         "JSON-ready dict: game fields, messages, steps, outcome, reward and advantage (no token arrays)."
@@ -107,12 +130,13 @@ class Trajectory:
                 "steps": [{"turn": s.turn, "action": s.action, "text": s.text, "valid_format": s.valid_format,
                            "format_error": s.format_error, "admissible": s.admissible, "status": s.status,
                            "observation": s.observation, "done": s.done, "won": s.won,
-                           "prompt_length": s.prompt_length, "completion_length": len(s.completion_tokens)}
-                          for s in self.steps],
+                           "prompt_length": s.prompt_length, "completion_length": len(s.completion_tokens),
+                           "advantage": self.advantage_of_step(t) if self.advantage is not None else None}
+                          for t, s in enumerate(self.steps)],
                 "won": self.won, "truncated": self.truncated, "stop_reason": self.stop_reason, "error": self.error,
                 "invalid_action_count": self.invalid_action_count, "reward": self.reward,
-                "advantage": self.advantage, "num_tokens": len(self.tokens),
-                "num_assistant_tokens": int(sum(self.assistant_mask))}
+                "advantage": self.advantage, "context": self.context, "num_tokens": self.num_tokens(),
+                "num_assistant_tokens": sum(len(s.completion_tokens) for s in self.steps)}
 
 def trajectory_reward(won: bool, invalid_action_count: int) -> float:
     "`1[won] - 0.1 * invalid actions`, rounded so that e.g. 1 - 3 * 0.1 is exactly 0.7."
@@ -220,31 +244,45 @@ class _Runner:
         if self.progress is not None: self.progress(self.finished, self.total)
 
     def text_of(self, tokens: list[int]) -> str:
-        "Reply text: the completion decoded without the closing tokens it may end with."
+        "Reply text: the completion decoded without the closing tokens or the end-of-text token it may end with."
         k = len(tokens) - len(self.tt.closing) + len(self.tt.missing_closing(tokens))
+        eos = getattr(self.tok, "eos_token_id", None)
+        if k == len(tokens) and tokens and eos is not None and tokens[-1] == eos: k -= 1
         return self.tok.decode(tokens[:k], skip_special_tokens=False)
 
     async def play(self, env, game, branch: int, start, prompt: list[int], first, first_seconds: float) -> Trajectory:
         "Play one branch from its first prompt to a stop reason."
         c, tt = self.config, self.tt
-        traj = Trajectory(game=game, branch=branch, task=start.task)
+        window = c.context == "window"
+        traj = Trajectory(game=game, branch=branch, task=start.task, context=c.context)
         traj.messages = P.initial_messages(start.task, start.observation, start.admissible_commands,
                                            c.max_episode_steps, c.include_admissible_actions)
-        traj.tokens, traj.logprobs, traj.assistant_mask = list(prompt), [0.0] * len(prompt), [False] * len(prompt)
+        if not window: traj.tokens, traj.logprobs, traj.assistant_mask = list(prompt), [0.0] * len(prompt), [False] * len(prompt)
         admissible = list(start.admissible_commands)
+        anchor = shown = start.observation     # the latest environment text, and the observation the prompt shows
+        history, status = [], None             # window context: (observation, action) pairs and the last status
         turn, pending, pending_seconds = 0, first, first_seconds
         try:
             while True:
+                if window and turn > 0:        # each turn's prompt is rebuilt from the task and the last few steps
+                    prompt = P.render_prompt(self.tok, P.window_messages(
+                        start.task, shown, admissible, history[len(history) - c.history_length:] if c.history_length else [],
+                        turn + 1, c.max_episode_steps, c.include_admissible_actions, status))
                 if pending is None:
-                    if not self.fits(len(traj.tokens)):
+                    prompt_now = prompt if window else traj.tokens
+                    if not self.fits(len(prompt_now)):
                         traj.stop_reason, traj.truncated = "trajectory_too_long", True
                         break
-                    self.acct.prompt(turn, len(traj.tokens))
-                    seqs, pending_seconds = await self.sample(traj.tokens, 1, sample_seed(c.seed, game.id, branch, turn),
+                    self.acct.prompt(turn, len(prompt_now))
+                    seqs, pending_seconds = await self.sample(prompt_now, 1, sample_seed(c.seed, game.id, branch, turn),
                                                               (game, branch, turn))
                     pending = seqs[0]
                 seq, sample_seconds, pending = pending, pending_seconds, None
-                step, admissible = await self.step(env, traj, turn, seq, sample_seconds, admissible)
+                step, admissible = await self.step(env, traj, turn, seq, sample_seconds, admissible,
+                                                   prompt if window else None, anchor)
+                history.append((shown, step.action if step.valid_format else None))
+                shown, status = step.observation, step.status
+                if step.valid_format: anchor = step.observation
                 turn += 1
                 if step.won: traj.stop_reason = "won"
                 elif step.done: traj.stop_reason = "max_steps" if turn >= c.max_episode_steps else "environment_done"
@@ -252,6 +290,7 @@ class _Runner:
                 if traj.stop_reason is not None:
                     traj.truncated = traj.stop_reason == "max_steps"
                     break
+                if window: continue
                 # next prompt: prompt + completion + missing closing + observation turn
                 obs_tokens = tt.observation_tokens(traj.messages[-1]["content"])
                 if not self.fits(len(traj.tokens) + len(obs_tokens)):
@@ -268,23 +307,27 @@ class _Runner:
         self.done(traj)
         return traj
 
-    async def step(self, env, traj: Trajectory, turn: int, seq, sample_seconds: float, admissible):
+    async def step(self, env, traj: Trajectory, turn: int, seq, sample_seconds: float, admissible,
+                   window_prompt: list[int] | None = None, anchor: str = ""):
         "Record the completion, parse it, step the environment, append the tool message; (record, next admissible)."
         c, tt = self.config, self.tt
         tokens, lps = list(seq.tokens), list(seq.logprobs)
         if len(lps) != len(tokens): raise RuntimeError(f"sampler returned {len(lps)} logprobs for {len(tokens)} tokens")
-        prompt_length = len(traj.tokens)
-        missing = tt.missing_closing(tokens)
-        traj.tokens += tokens + missing
-        traj.logprobs += [float(x) for x in lps] + [0.0] * len(missing)
-        traj.assistant_mask += [True] * len(tokens) + [False] * len(missing)
+        if window_prompt is None:               # full context: the reply extends the one conversation
+            prompt_length = len(traj.tokens)
+            missing = tt.missing_closing(tokens)
+            traj.tokens += tokens + missing
+            traj.logprobs += [float(x) for x in lps] + [0.0] * len(missing)
+            traj.assistant_mask += [True] * len(tokens) + [False] * len(missing)
+        else: prompt_length = len(window_prompt)
         text = self.text_of(tokens)
         traj.messages.append({"role": "assistant", "content": text})
         call = P.parse_tool_call(text)
         rec = StepRecord(turn=turn, prompt_length=prompt_length, completion_tokens=tokens, logprobs=lps, text=text,
                          sampler_stop_reason=str(seq.stop_reason), action=call.action, valid_format=call.valid,
                          format_error=call.error, admissible=False, status=P.STATUS_INVALID_FORMAT, observation="",
-                         done=False, won=False, sample_seconds=sample_seconds)
+                         done=False, won=False, sample_seconds=sample_seconds, anchor_observation=anchor,
+                         prompt_tokens=None if window_prompt is None else list(window_prompt))
         traj.steps.append(rec)
         if not call.valid:
             rec.observation = "Your reply was not a valid alfworld_step call, so nothing happened."
@@ -348,8 +391,10 @@ class _GroupRunner(_Runner):
         t0 = time.perf_counter()
         try: starts = await _reset(env)
         except Exception as e: return [self._failed(game, b, f"reset failed: {type(e).__name__}: {e}") for b in range(c.group_size)]
-        prompts = [P.render_prompt(self.tok, P.initial_messages(s.task, s.observation, s.admissible_commands,
-                                                                c.max_episode_steps, c.include_admissible_actions))
+        first_messages = P.window_messages if c.context == "window" else P.initial_messages
+        prompts = [P.render_prompt(self.tok, first_messages(s.task, s.observation, s.admissible_commands,
+                                                            max_steps=c.max_episode_steps,
+                                                            include_admissible=c.include_admissible_actions))
                    for s in starts]
         reset_seconds = time.perf_counter() - t0
         firsts, seconds = [None] * c.group_size, [0.0] * c.group_size

@@ -7,13 +7,14 @@ from __future__ import annotations
 import dataclasses, json, os, sys, time
 from dataclasses import dataclass, asdict, fields
 from pathlib import Path
+from types import SimpleNamespace
 
 from .core import UserError, append_jsonl, read_jsonl, seed_everything
 
 # %% auto #0
 __all__ = ['SFT_HELP', 'CHOICES', 'POSITIVE_INTS', 'RESUME_MAY_CHANGE', 'SFTConfig', 'flag_of', 'validate_sft_config',
-           'expert_rollout_config', 'expert_trajectories', 'sft_datum', 'sft_token_counts', 'SFTRun', 'sft',
-           'add_sft_arguments', 'resolve_sft_config', 'run_sft_report', 'cli_sft_parser', 'cli_sft']
+           'expert_rollout_config', 'expert_trajectories', 'sft_datum', 'sft_datums', 'sft_token_counts', 'SFTRun',
+           'sft', 'add_sft_arguments', 'resolve_sft_config', 'run_sft_report', 'cli_sft_parser', 'cli_sft']
 
 # %% ../nbs/41_sft.ipynb #c1553d23
 @dataclass
@@ -46,6 +47,8 @@ class SFTConfig:
     adam_eps: float = 1e-12
     weight_decay: float = 0.0
     grad_clip: float = 1.0
+    context: str = "full"
+    history_length: int = 2
 
     @property
     def run_dir(self) -> Path:
@@ -78,6 +81,9 @@ SFT_HELP = {
     "max_detours": "receptacles a demonstration may search before the walkthrough (0: the bare walkthrough)",
     "adam_beta1": "Adam beta1", "adam_beta2": "Adam beta2", "adam_eps": "Adam epsilon",
     "weight_decay": "AdamW weight decay", "grad_clip": "gradient-norm clipping (0: off)",
+    "context": "prompt context the demonstrations are written in: full (one conversation) or window (each turn's "
+               "prompt rebuilt from the task and the last --history-length steps); use what PPO and eval will use",
+    "history_length": "--context window: earlier (observation, action) pairs shown",
 }
 from .backends import BACKENDS, DTYPE_CHOICES, check_device_flags
 from .train_config import SWANLAB_MODES
@@ -116,6 +122,8 @@ def validate_sft_config(c: SFTConfig) -> SFTConfig:
     if not NAME_RE.match(c.run_name or "") or len(c.run_name) > 100:
         raise bad("run_name", "1-100 letters, digits, '.', '_' or '-', starting with a letter or digit")
     if not c.train_split: raise bad("train_split", "a split name such as train")
+    from alfworld_rl.train_config import check_method_flags
+    check_method_flags(c)
     return c
 
 # %% ../nbs/41_sft.ipynb #0e85fd66
@@ -125,7 +133,8 @@ def expert_rollout_config(c: SFTConfig):
     return RolloutConfig(group_size=c.demos_per_game, max_episode_steps=c.max_episode_steps,
                          max_trajectory_tokens=c.max_trajectory_tokens,
                          max_assistant_tokens=min(256, c.max_trajectory_tokens - 1), temperature=0.0, seed=c.seed,
-                         include_admissible_actions=c.include_admissible_actions)
+                         include_admissible_actions=c.include_admissible_actions, context=c.context,
+                         history_length=c.history_length)
 
 def expert_trajectories(games: list, tokenizer, c: SFTConfig, progress: bool = True) -> list:
     "The won expert demonstrations of `games` (`demos_per_game` each, in game order), replayed through the real protocol and engine."
@@ -155,6 +164,15 @@ def sft_datum(traj):
     if not weights.any(): raise ValueError("the demonstration has no assistant tokens to learn")
     return pytrio.Datum(model_input=pytrio.ModelInput.from_ints(tokens[:-1]),
                         loss_fn_inputs={"target_tokens": np.asarray(tokens[1:], dtype=np.int64), "weights": weights})
+
+def sft_datums(traj) -> list:
+    "The datums of one demonstration: the conversation (full context) or one per turn, its own prompt + reply (window)."
+    if getattr(traj, "context", "full") != "window": return [sft_datum(traj)]
+    out = []
+    for s in traj.steps:
+        prompt, reply = list(s.prompt_tokens), list(s.completion_tokens)
+        out.append(sft_datum(SimpleNamespace(tokens=prompt + reply, assistant_mask=[False] * len(prompt) + [True] * len(reply))))
+    return out
 
 def sft_token_counts(datums: list) -> dict[str, int]:
     "Number of datums, input tokens and loss tokens (positions with weight 1)."
@@ -201,7 +219,7 @@ class SFTRun:
             self.demos = expert_trajectories(load_training_games(c), self.tokenizer, c, self.progress)
         self._write_demonstrations()
         self.datums = {}                                    # game id -> the datums of its demonstrations
-        for t in self.demos: self.datums.setdefault(t.game.id, []).append(sft_datum(t))
+        for t in self.demos: self.datums.setdefault(t.game.id, []).extend(sft_datums(t))
         games = list({t.game.id: t.game for t in self.demos}.values())
         self.batches = GameBatches(games, c.games_per_batch, seed=c.seed)
         self.swan = SwanLabLog(c)

@@ -191,23 +191,26 @@ class Trainer:
     def rollout(self, sampler, games: list):
         "Play `group_size` branches of every game in `games` with `sampler`; returns the `RolloutBatch`."
         from alfworld_rl.rollout import RolloutConfig, run_rollout
+        from alfworld_rl.ppo import assign_advantages
         c = self.config
         rc = RolloutConfig(group_size=c.group_size, max_episode_steps=c.max_episode_steps,
                            max_trajectory_tokens=c.max_trajectory_tokens, max_assistant_tokens=c.max_assistant_tokens,
                            temperature=c.temperature, top_p=c.top_p, seed=step_seed(c.seed, self.current),
                            include_admissible_actions=c.include_admissible_actions,
-                           max_requests_in_flight=c.max_requests_in_flight)
+                           max_requests_in_flight=c.max_requests_in_flight, context=c.context,
+                           history_length=c.history_length)
         total = len(games) * c.group_size
         def progress(done, *_):
             self._phase(f"rollout {done}/{total} trajectories")
         progress(0)
         t = time.perf_counter()
         batch = run_rollout(sampler, self.tokenizer, games, rc, progress=progress)
+        assign_advantages(batch.trajectories, c.advantage, c.advantage_norm, c.gamma, c.step_advantage_weight)
         self.timings["time/rollout_s"] = time.perf_counter() - t
         return batch
 
     def datums(self, batch) -> list:
-        "One datum per trajectory with a non-zero advantage."
+        "The datums of the batch: one per trajectory (full context) or per turn (window), non-zero advantages only."
         from alfworld_rl.ppo import build_datums
         return build_datums(batch.trajectories)
 
@@ -231,13 +234,14 @@ class Trainer:
 
     def end_update(self, batch, datums: list, train_out: dict) -> dict:
         "Log the update's metrics and a sample trajectory, save when due; returns the metrics record."
-        from alfworld_rl.ppo import rollout_metrics, datum_token_counts
+        from alfworld_rl.ppo import rollout_metrics, datum_token_counts, advantage_metrics
         c, step = self.config, self.current
         counts = datum_token_counts(datums)
         prefill, sampled = int(batch.prefill_tokens), int(batch.sampled_tokens)
         self.totals["prefill"] += prefill; self.totals["sampled"] += sampled; self.totals["trained"] += counts["train_tokens"]
         record = {"step": step, "time": _now(), "games": [g.id for g in self.current_games]}
         record.update({f"rollout/{k}": v for k, v in rollout_metrics(batch.trajectories).items()})
+        record.update(advantage_metrics(batch.trajectories, gigpo=c.advantage == "gigpo"))
         for k, v in batch.metrics().items():      # stop reasons and prompt lengths per turn, as the batch counts them
             if k.startswith("stop_reason/"): record[f"rollout/{k}"] = v
             if k.startswith("prompt_length_mean/"): record[f"tokens/{k}"] = v

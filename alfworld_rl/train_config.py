@@ -11,8 +11,8 @@ from .core import UserError
 
 # %% auto #0
 __all__ = ['SWANLAB_MODES', 'TRIO_MAX_TRAJECTORIES', 'TRIO_MAX_TRAJECTORY_TOKENS', 'NAME_RE', 'RESUME_MAY_CHANGE', 'TrainConfig',
-           'validate_config', 'add_train_arguments', 'given_settings', 'run_started', 'load_run_config',
-           'config_differences', 'save_run_config', 'resolve_train_config']
+           'validate_config', 'check_method_flags', 'add_train_arguments', 'given_settings', 'run_started',
+           'load_run_config', 'config_differences', 'save_run_config', 'resolve_train_config']
 
 # %% ../nbs/39_train_config.ipynb #801513c9
 @dataclass
@@ -54,6 +54,12 @@ class TrainConfig:
     sample_price_per_m: float | None = None
     train_price_per_m: float | None = None
     init_state: str | None = None
+    context: str = "full"
+    history_length: int = 2
+    advantage: str = "grpo"
+    advantage_norm: str = "mean"
+    gamma: float = 0.95
+    step_advantage_weight: float = 1.0
 
     @property
     def run_dir(self) -> Path:
@@ -109,6 +115,7 @@ def validate_config(c: TrainConfig) -> TrainConfig:
     if not NAME_RE.match(c.run_name or "") or len(c.run_name) > 100:
         raise _bad("run_name", "1-100 letters, digits, '.', '_' or '-', starting with a letter or digit", c.run_name)
     if not c.train_split: raise _bad("train_split", "a split name such as train", c.train_split)
+    check_method_flags(c)
     if c.backend == "trio":
         n = c.games_per_batch * c.group_size
         if n > TRIO_MAX_TRAJECTORIES:
@@ -128,7 +135,7 @@ _HELP = {
     "games_per_batch": "games per update",
     "group_size": "branches (trajectories) per game; advantages are relative to the group",
     "max_episode_steps": "environment steps per trajectory",
-    "max_trajectory_tokens": "token budget of a whole trajectory",
+    "max_trajectory_tokens": "token budget of a whole trajectory (--context window: of each turn's prompt + reply)",
     "max_assistant_tokens": "tokens per assistant turn",
     "temperature": "sampling temperature during rollouts",
     "top_p": "nucleus sampling threshold during rollouts",
@@ -152,7 +159,29 @@ _HELP = {
     "sample_price_per_m": "price per million sampled tokens (for a cost estimate)",
     "train_price_per_m": "price per million trained tokens (for a cost estimate)",
     "init_state": "start the LoRA from the weights of a saved state (e.g. an `alfworld-rl sft` Saved state: path); fresh optimizer",
+    "context": "prompt context: full (the whole conversation, extended token by token) or window (each turn's prompt "
+               "rebuilt from the task, the last --history-length steps and the current observation)",
+    "history_length": "--context window: (observation, action) pairs of earlier steps shown",
+    "advantage": "advantage estimator: grpo (trajectory reward minus the group mean) or gigpo (plus a step-level "
+                 "advantage from steps that share an observation within the group)",
+    "advantage_norm": "group normalisation: mean (subtract the mean) or mean_std (also divide by the std + 1e-6)",
+    "gamma": "--advantage gigpo: discount of the step returns, in [0, 1]",
+    "step_advantage_weight": "--advantage gigpo: weight w of the step advantage in A = A_episode + w * A_step",
 }
+
+def check_method_flags(c) -> None:
+    "Check the context and advantage settings of `c` (any config with those fields); `UserError(status=2)` naming the flag."
+    import math
+    from alfworld_rl.rollout import CONTEXTS
+    from alfworld_rl.ppo import ADVANTAGES, ADVANTAGE_NORMS
+    for name, options in (("context", CONTEXTS), ("advantage", ADVANTAGES), ("advantage_norm", ADVANTAGE_NORMS)):
+        if hasattr(c, name) and getattr(c, name) not in options: raise _bad(name, "one of " + ", ".join(options), getattr(c, name))
+    h = getattr(c, "history_length", 0)
+    if not isinstance(h, int) or isinstance(h, bool) or h < 0: raise _bad("history_length", "an integer >= 0", h)
+    if hasattr(c, "gamma") and not (isinstance(c.gamma, (int, float)) and 0 <= c.gamma <= 1):
+        raise _bad("gamma", "in [0, 1]", c.gamma)
+    w = getattr(c, "step_advantage_weight", 0.0)
+    if not (isinstance(w, (int, float)) and math.isfinite(w) and w >= 0): raise _bad("step_advantage_weight", "a finite number >= 0", w)
 
 def _type_of(f) -> type:
     "The argparse type of dataclass field `f`."
