@@ -20,7 +20,12 @@ COMMANDS = {
     "eval": ("alfworld_rl.evaluate", "evaluate a base model or checkpoint on the validation games"),
     "analyze": ("alfworld_rl.analysis", "figures and tables from evaluation files"),
     "mini": ("alfworld_rl.mini", "the CPU-scale experiment: SFT then PPO, evaluated over seeds"),
+    "build-base": ("alfworld_rl.mini_model", "rebuild the shipped mini base model (models/mini-base)"),
 }
+
+def _function(name: str) -> str:
+    "The function that runs command `name` (`build-base` -> `cli_build_base`)."
+    return "cli_" + name.replace("-", "_")
 
 def available_commands() -> dict[str, tuple[str, str]]:
     "The commands whose module is installed and defines the command."
@@ -28,7 +33,7 @@ def available_commands() -> dict[str, tuple[str, str]]:
     for name, (mod, help_) in COMMANDS.items():
         if importlib.util.find_spec(mod) is None: continue
         src = importlib.util.find_spec(mod).origin
-        if src and f"def cli_{name}(" in open(src, encoding="utf-8").read(): found[name] = (mod, help_)
+        if src and f"def {_function(name)}(" in open(src, encoding="utf-8").read(): found[name] = (mod, help_)
     return found
 
 # %% ../nbs/90_cli.ipynb #28c5674e
@@ -56,9 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     name, rest = argv[0], argv[1:]
     mod = importlib.import_module(commands[name][0])
     parser = OneLineParser(prog=f"alfworld-rl {name}", description=commands[name][1])
-    getattr(mod, f"cli_{name}_parser")(parser)
+    getattr(mod, f"{_function(name)}_parser")(parser)
     args = parser.parse_args(rest)
-    try: return int(getattr(mod, f"cli_{name}")(args) or 0)
+    try: return int(getattr(mod, _function(name))(args) or 0)
     except UserError as e:
         print(f"alfworld-rl {name}: error: {e}", file=sys.stderr)
         return e.status

@@ -15,7 +15,7 @@ from pytrio.types import APIFuture, SampleResponse, SampleSequence
 from pytrio.errors.base import ValidationError
 
 from .core import UserError
-from .tiny_model import TINY_MODEL_NAME, tiny_qwen3_path
+from .tiny_model import TINY_MODEL_NAME, MINI_BASE_NAME, mini_base_path, tiny_qwen3_path
 
 # %% auto #0
 __all__ = ['DTYPES', 'resolve_device', 'resolve_dtype', 'resolve_model_path', 'load_tokenizer', 'load_causal_lm', 'choose_tokens',
@@ -46,8 +46,12 @@ def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torc
 
 # %% ../nbs/21_local_sampler.ipynb #1ef8790d
 def resolve_model_path(base_model: str) -> Path:
-    "The local directory holding `base_model`: `tiny-qwen3`, a local HF directory, or a hub id (cache, then download)."
+    "The local directory holding `base_model`: `tiny-qwen3`, `mini-base`, a local HF directory, or a hub id (cache, then download)."
     if base_model == TINY_MODEL_NAME: return tiny_qwen3_path()
+    if base_model == MINI_BASE_NAME:
+        if not (mini_base_path() / "config.json").exists():
+            raise UserError(f"the shipped base model is missing from {mini_base_path()}; rebuild it with `alfworld-rl build-base`")
+        return mini_base_path()
     p = Path(base_model).expanduser()
     if p.is_dir():
         if not (p / "config.json").exists(): raise UserError(f"{p} is not a Hugging Face model directory (no config.json)")

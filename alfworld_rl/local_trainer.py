@@ -21,11 +21,11 @@ from .core import UserError
 from .local_sampler import load_causal_lm
 
 # %% auto #0
-__all__ = ['SUPPORTED_LOSSES', 'NAME_RE', 'token_losses', 'target_logprobs', 'lora_targets', 'add_lora',
-           'untie_output_embeddings', 'checkpoint_name', 'read_checkpoint_info', 'load_sampler_model',
-           'LocalTrainingClient', 'forward_backward', 'forward', 'optim_step', 'save_state', 'save_weights_for_sampler',
-           'load_state', 'load_state_with_optimizer', 'save_weights_and_get_sampling_client', 'create_sampling_client',
-           'close']
+__all__ = ['SUPPORTED_LOSSES', 'NAME_RE', 'token_losses', 'target_logprobs', 'common_prefix_length', 'backbone_hidden',
+           'lora_targets', 'add_lora', 'untie_output_embeddings', 'checkpoint_name', 'read_checkpoint_info',
+           'load_sampler_model', 'LocalTrainingClient', 'forward_backward', 'forward', 'optim_step', 'save_state',
+           'save_weights_for_sampler', 'load_state', 'load_state_with_optimizer',
+           'save_weights_and_get_sampling_client', 'create_sampling_client', 'close']
 
 # %% ../nbs/22_local_trainer.ipynb #e8c0016f
 SUPPORTED_LOSSES = ("cross_entropy", "importance_sampling", "ppo", "cispo")
@@ -45,8 +45,8 @@ def token_losses(loss_fn: str, logprobs: torch.Tensor, old_logprobs: torch.Tenso
 
 # %% ../nbs/22_local_trainer.ipynb #063379ee
 def target_logprobs(causal_lm, inputs: list[list[int]], targets: list[torch.Tensor], pad_id: int = 0,
-                    chunk_elems: int = 2**24) -> list[torch.Tensor]:
-    "Logprob of each target under `causal_lm` for every (input, target) pair, as float32 tensors (-100 -> 0)."
+                    chunk_elems: int = 2**24, needed: list[torch.Tensor] | None = None) -> list[torch.Tensor]:
+    "Logprob of each target under `causal_lm` for every (input, target) pair, as float32 tensors (-100 -> 0); gradients only where `needed`."
     from torch.utils.checkpoint import checkpoint
     dev = next(causal_lm.parameters()).device
     B, L = len(inputs), max(len(x) for x in inputs)
@@ -58,16 +58,59 @@ def target_logprobs(causal_lm, inputs: list[list[int]], targets: list[torch.Tens
         tgt[i, :len(x)] = t.to(dev).clamp_min(0)
     lm = causal_lm.get_base_model() if hasattr(causal_lm, "get_base_model") else causal_lm   # unwrap peft
     backbone, head = getattr(lm, lm.base_model_prefix), lm.get_output_embeddings()
-    hidden = backbone(input_ids=ids, attention_mask=mask if B > 1 else None).last_hidden_state
+    hidden = backbone_hidden(backbone, inputs, pad_id)
 
     def chunk_lp(h, t): return head(h).float().log_softmax(-1).gather(-1, t[..., None])[..., 0]
     step = max(1, chunk_elems // (B * head.weight.shape[0]))
+    grad = torch.is_grad_enabled()
     parts = []
-    for s in range(0, L, step):
-        h, t = hidden[:, s:s + step], tgt[:, s:s + step]
-        parts.append(checkpoint(chunk_lp, h, t, use_reentrant=False) if torch.is_grad_enabled() else chunk_lp(h, t))
+    with torch.set_grad_enabled(grad and needed is None):  # with `needed`, the other positions are only reported
+        for s in range(0, L, step):
+            h, t = hidden[:, s:s + step], tgt[:, s:s + step]
+            parts.append(checkpoint(chunk_lp, h, t, use_reentrant=False) if torch.is_grad_enabled() else chunk_lp(h, t))
     lp = torch.cat(parts, 1)
+    if grad and needed is not None:                        # the loss positions again, with their graph
+        need = torch.zeros(B, L, dtype=torch.bool, device=dev)
+        for i, n in enumerate(needed): need[i, :len(n)] = n.to(dev)
+        lp = lp.masked_scatter(need, chunk_lp(hidden[need], tgt[need]))
     return [lp[i, :len(x)] * (targets[i].to(dev) != -100) for i, x in enumerate(inputs)]
+
+# %% ../nbs/22_local_trainer.ipynb #b8b07988
+def common_prefix_length(rows: list[list[int]]) -> int:
+    "Length of the longest token prefix shared by every row."
+    first, n = rows[0], min(len(r) for r in rows)
+    k = 0
+    while k < n and all(r[k] == first[k] for r in rows): k += 1
+    return k
+
+def _CACHE_ARG(backbone) -> str:
+    "The name under which this transformers version takes a key/value cache (`cache`, formerly `past_key_values`)."
+    import inspect
+    return "cache" if "cache" in inspect.signature(backbone.forward).parameters else "past_key_values"
+
+def backbone_hidden(backbone, inputs: list[list[int]], pad_id: int = 0, min_shared: int = 64) -> torch.Tensor:
+    "Last hidden states `[B, L, H]` of the right-padded `inputs`; a prefix every row shares is computed once."
+    dev = next(backbone.parameters()).device
+    B, L = len(inputs), max(len(x) for x in inputs)
+    P = min(common_prefix_length(inputs), min(len(x) for x in inputs) - 1) if B > 1 else 0
+    cache = None
+    if P >= min_shared:
+        pre = backbone(input_ids=torch.tensor([inputs[0][:P]], device=dev), use_cache=True)
+        cache = pre.past_key_values
+        if not hasattr(cache, "batch_repeat_interleave") or any(not hasattr(layer, "keys") for layer in getattr(cache, "layers", [None])):
+            cache = None                                  # e.g. linear-attention state: take the plain path
+    if cache is None:
+        ids = torch.full((B, L), pad_id, dtype=torch.long, device=dev)
+        mask = torch.zeros(B, L, dtype=torch.long, device=dev)
+        for i, x in enumerate(inputs): ids[i, :len(x)] = torch.tensor(x, device=dev); mask[i, :len(x)] = 1
+        return backbone(input_ids=ids, attention_mask=mask if B > 1 else None).last_hidden_state
+    cache.batch_repeat_interleave(B)
+    ids = torch.full((B, L - P), pad_id, dtype=torch.long, device=dev)
+    mask = torch.zeros(B, L, dtype=torch.long, device=dev)
+    mask[:, :P] = 1
+    for i, x in enumerate(inputs): ids[i, :len(x) - P] = torch.tensor(x[P:], device=dev); mask[i, P:len(x)] = 1
+    rest = backbone(input_ids=ids, attention_mask=mask, use_cache=True, **{_CACHE_ARG(backbone): cache}).last_hidden_state
+    return torch.cat([pre.last_hidden_state.expand(B, -1, -1), rest], 1)
 
 # %% ../nbs/22_local_trainer.ipynb #4c8b73f8
 def lora_targets(train_mlp: bool = True, train_attn: bool = True, train_unembed: bool = True) -> list[str]:
@@ -207,7 +250,8 @@ def _run_loss(self, data: list[Datum], loss_fn: str, loss_fn_config: dict | None
             if auto_shift: t = torch.cat([t[1:], torch.tensor([-100])])      # position p predicts target p + 1
             inputs.append(samples[i].model_input.to_ints()); targets.append(t)
         with torch.set_grad_enabled(backward):
-            lps = target_logprobs(self.peft, inputs, targets, self.pad_id)
+            lps = target_logprobs(self.peft, inputs, targets, self.pad_id, needed=[_loss_positions(samples[i], name, auto_shift)
+                                                                                   for i in group])
             group_loss = torch.zeros((), device=dev)
             for i, t, lp in zip(group, targets, lps):
                 s, active = samples[i], (t != -100).to(dev)
@@ -222,6 +266,11 @@ def _run_loss(self, data: list[Datum], loss_fn: str, loss_fn_config: dict | None
         loss_sum += float(group_loss.detach())
     return ForwardBackwardOutput(loss_fn_outputs=outputs, metrics={
         "loss_sum": loss_sum, "loss_mean": loss_sum / total if total else 0.0, "token_count": float(total)})
+
+def _loss_positions(sample, name: str, auto_shift: bool) -> torch.Tensor:
+    "The positions whose loss is not zero by construction (non-zero weight, or non-zero advantage)."
+    values = sample.weights if name == "cross_entropy" else sample.advantages
+    return _shift(values, auto_shift, "cpu") != 0
 
 def _shift(values, auto_shift: bool, dev) -> torch.Tensor:
     "Per-target values as a float tensor, moved one left when `auto_shift` (matching the shifted targets)."

@@ -11,16 +11,16 @@ from pathlib import Path
 from .core import UserError, append_jsonl, read_jsonl
 
 # %% auto #0
-__all__ = ['MINI', 'SMOKE', 'PRESETS', 'GAME_KEYS', 'MODEL_KEYS', 'MiniSettings', 'validate_settings', 'settings_from',
-           'MiniPaths', 'mini_data', 'model_spec', 'mini_model', 'sft_config', 'ppo_config', 'eval_config',
-           'run_sft_stage', 'run_ppo_stage', 'run_eval_stage', 'eval_label', 'run_mini', 'mini_demonstrations',
-           'seed_summaries', 'mean_summary', 'mean_summaries', 'seed_table', 'plot_curves', 'before_after',
-           'stage_seconds', 'cli_mini_parser', 'cli_mini']
+__all__ = ['MINI', 'SMOKE', 'PRESETS', 'GAME_KEYS', 'MiniSettings', 'validate_settings', 'settings_from', 'MiniPaths',
+           'mini_data', 'base_model_path', 'sft_config', 'ppo_config', 'eval_config', 'run_sft_stage', 'run_ppo_stage',
+           'run_eval_stage', 'eval_label', 'run_mini', 'mini_demonstrations', 'seed_summaries', 'mean_summary',
+           'mean_summaries', 'seed_table', 'plot_curves', 'before_after', 'stage_seconds', 'result_line',
+           'cli_mini_parser', 'cli_mini']
 
 # %% ../nbs/60_mini.ipynb #7ad99491
 @dataclass
 class MiniSettings:
-    "Every knob of the mini recipe: games, model size, base pretraining, SFT, PPO, evaluation and seeds."
+    "Every knob of the mini recipe: games, base model, episodes, SFT, PPO, evaluation and seeds."
     seeds: tuple = (0, 1, 2)
     # games (generated once, shared by every seed)
     train_games: int = 120
@@ -30,25 +30,14 @@ class MiniSettings:
     max_receptacles: int = 5
     distractors: int = 2
     max_plan_steps: int = 12
-    # model: a Qwen3 with tiny-qwen3's tokenizer
-    hidden_size: int = 128
-    num_hidden_layers: int = 2
-    intermediate_size: int = 384
-    num_attention_heads: int = 4
-    num_key_value_heads: int = 2
-    head_dim: int = 32
-    model_seed: int = 0
-    # base pretraining on random play (alfworld_rl.mini_model); 0 steps: none
-    pretrain_branches: int = 6             # random episodes per training game
-    pretrain_window_steps: int = 1000
-    pretrain_window_batch: int = 64
-    pretrain_transcript_steps: int = 80
-    pretrain_transcript_batch: int = 8
-    pretrain_learning_rate: float = 3e-3
-    # episodes (shared by pretraining, SFT prompts, PPO rollouts and evaluation)
+    # the base model: the shipped `mini-base` (see alfworld_rl.mini_model), or a model directory
+    base_model: str = "mini-base"
+    # episodes (shared by SFT prompts, PPO rollouts and evaluation)
     max_episode_steps: int = 12
     max_trajectory_tokens: int = 6000
     max_assistant_tokens: int = 48
+    context: str = "window"
+    history_length: int = 2
     lora_rank: int = 64
     # SFT on searching-expert demonstrations
     demos_per_game: int = 4
@@ -62,43 +51,41 @@ class MiniSettings:
     group_size: int = 8
     ppo_learning_rate: float = 5e-4
     temperature: float = 1.0
+    advantage: str = "gigpo"
+    advantage_norm: str = "mean"
+    gamma: float = 0.95
     # evaluation
     eval_temperature: float = 0.01
     eval_games_per_batch: int = 30
 
 MINI = MiniSettings()
-SMOKE = MiniSettings(seeds=(0,), train_games=6, valid_games=2, max_episode_steps=10, max_trajectory_tokens=4096,
-                     max_assistant_tokens=24, hidden_size=64, num_hidden_layers=2, intermediate_size=128,
-                     num_attention_heads=4, num_key_value_heads=2, head_dim=16, lora_rank=32,
-                     pretrain_branches=2, pretrain_window_steps=4, pretrain_window_batch=8, pretrain_transcript_steps=2,
-                     pretrain_transcript_batch=2, demos_per_game=2, sft_steps=2, sft_games_per_batch=3, ppo_steps=1,
+SMOKE = MiniSettings(seeds=(0,), train_games=6, valid_games=2, max_episode_steps=6, max_assistant_tokens=24,
+                     lora_rank=32, demos_per_game=2, sft_steps=2, sft_games_per_batch=3, ppo_steps=1,
                      ppo_games_per_batch=2, group_size=2, eval_games_per_batch=4)
 PRESETS = {"mini": MINI, "smoke": SMOKE}
 GAME_KEYS = ("train_games", "valid_games", "data_seed", "min_receptacles", "max_receptacles", "distractors", "max_plan_steps")
-MODEL_KEYS = GAME_KEYS + ("hidden_size", "num_hidden_layers", "intermediate_size", "num_attention_heads",
-                          "num_key_value_heads", "head_dim", "model_seed", "pretrain_branches", "pretrain_window_steps",
-                          "pretrain_window_batch", "pretrain_transcript_steps", "pretrain_transcript_batch",
-                          "pretrain_learning_rate", "max_episode_steps", "max_trajectory_tokens")
 
 
 # %% ../nbs/60_mini.ipynb #ff9f5788
 def validate_settings(s: MiniSettings) -> MiniSettings:
     "Check `s`; raise `UserError(status=2)` naming the first bad setting."
+    from alfworld_rl.train_config import check_method_flags
     def bad(name, rule): return UserError(f"mini setting {name} must be {rule} (got {getattr(s, name)!r})", status=2)
     if not s.seeds or any(not isinstance(x, int) or x < 0 for x in s.seeds) or len(set(s.seeds)) != len(s.seeds):
         raise bad("seeds", "distinct integers >= 0, at least one")
     for f in dataclasses.fields(MiniSettings):
         v = getattr(s, f.name)
-        if f.name in ("seeds", "data_seed", "model_seed"): continue
-        at_least = 0 if f.name in ("pretrain_window_steps", "pretrain_transcript_steps", "max_detours") else 1
+        if f.name in ("seeds", "data_seed"): continue
+        at_least = 0 if f.name in ("max_detours", "history_length") else 1
         if isinstance(v, int) and not isinstance(v, bool) and v < at_least: raise bad(f.name, f"an integer >= {at_least}")
+    if not isinstance(s.data_seed, int) or s.data_seed < 0: raise UserError(f"--data-seed must be an integer >= 0 (got {s.data_seed!r})", status=2)
     if s.group_size < 2: raise bad("group_size", "an integer >= 2")
     if s.min_receptacles > s.max_receptacles: raise bad("min_receptacles", f"<= max_receptacles ({s.max_receptacles})")
-    if s.num_attention_heads % s.num_key_value_heads: raise bad("num_key_value_heads", "a divisor of num_attention_heads")
     if s.max_assistant_tokens >= s.max_trajectory_tokens: raise bad("max_assistant_tokens", "< max_trajectory_tokens")
-    for name in ("sft_learning_rate", "ppo_learning_rate", "pretrain_learning_rate"):
+    for name in ("sft_learning_rate", "ppo_learning_rate"):
         if not getattr(s, name) > 0: raise bad(name, "> 0")
     if not (s.temperature >= 0 and s.eval_temperature >= 0): raise bad("temperature", ">= 0")
+    check_method_flags(s)
     return s
 
 def settings_from(preset: str = "mini", **overrides) -> MiniSettings:
@@ -118,8 +105,6 @@ class MiniPaths:
     @property
     def data(self) -> Path: return self.root / "data"
     @property
-    def model(self) -> Path: return self.root / "model"
-    @property
     def runs(self) -> Path: return self.root / "runs"
     @property
     def stages(self) -> Path: return self.root / "stages.jsonl"
@@ -136,29 +121,10 @@ def mini_data(s: MiniSettings, paths: MiniPaths, progress: bool = True) -> Path:
                             seed=s.data_seed, min_receptacles=s.min_receptacles, max_receptacles=s.max_receptacles,
                             distractors=s.distractors, max_plan_steps=s.max_plan_steps, progress=progress)
 
-def model_spec(s: MiniSettings) -> dict:
-    "The settings the base model depends on (what the saved model records)."
-    return {k: getattr(s, k) for k in MODEL_KEYS}
-
-def mini_model(s: MiniSettings, paths: MiniPaths, progress: bool = True) -> Path:
-    "Build and pretrain the base model of `s` into `paths.model`, kept when built with the same spec; returns its path."
-    import shutil
-    from alfworld_rl.data import discover_games
-    from alfworld_rl.mini_model import MODEL_SIZE_KEYS, build_model, pretrain_base_model
-    out, spec = paths.model.resolve(), model_spec(s)
-    info = out / "mini_model.json"
-    if info.exists() and json.loads(info.read_text()) == spec: return out
-    tmp = out.with_name(out.name + ".building")
-    build_model(tmp, {k: spec[k] for k in MODEL_SIZE_KEYS}, s.model_seed)
-    if s.pretrain_window_steps or s.pretrain_transcript_steps:
-        pretrain_base_model(tmp, discover_games(paths.data, "train"), s.pretrain_branches, s.max_episode_steps,
-                            s.max_trajectory_tokens, s.pretrain_window_steps, s.pretrain_window_batch,
-                            s.pretrain_transcript_steps, s.pretrain_transcript_batch, s.pretrain_learning_rate,
-                            s.model_seed, progress)
-    (tmp / "mini_model.json").write_text(json.dumps(spec, indent=1) + "\n")
-    if out.exists(): shutil.rmtree(out)
-    os.replace(tmp, out)
-    return out
+def base_model_path(s: MiniSettings) -> Path:
+    "The directory of the base model of `s` (the shipped `mini-base` unless the settings name another)."
+    from alfworld_rl.local_sampler import resolve_model_path
+    return resolve_model_path(s.base_model).resolve()
 
 # %% ../nbs/60_mini.ipynb #1ba73588
 def _log_stage(paths: MiniPaths, stage: str, seed, seconds: float) -> None:
@@ -173,33 +139,35 @@ def _final_save(run_dir: Path, steps: int) -> dict | None:
 def sft_config(s: MiniSettings, paths: MiniPaths, seed: int):
     "The `SFTConfig` of seed `seed`."
     from alfworld_rl.sft import SFTConfig
-    return SFTConfig(base_model=str(paths.model.resolve()), data_root=str(paths.data), max_steps=s.sft_steps,
+    return SFTConfig(base_model=str(base_model_path(s)), data_root=str(paths.data), max_steps=s.sft_steps,
                      games_per_batch=s.sft_games_per_batch, learning_rate=s.sft_learning_rate, lora_rank=s.lora_rank,
                      save_every=0, run_name=paths.sft_run(seed).name, output_dir=str(paths.runs), seed=seed,
                      swanlab_mode="disabled", max_episode_steps=s.max_episode_steps,
                      max_trajectory_tokens=s.max_trajectory_tokens, demos_per_game=s.demos_per_game,
-                     max_detours=s.max_detours)
+                     max_detours=s.max_detours, context=s.context, history_length=s.history_length)
 
 def ppo_config(s: MiniSettings, paths: MiniPaths, seed: int, init_state: str | None = None):
     "The `TrainConfig` of seed `seed`, starting from the weights of `init_state` (the SFT state)."
     from alfworld_rl.train_config import TrainConfig
-    return TrainConfig(base_model=str(paths.model.resolve()), backend="local", max_steps=s.ppo_steps,
+    return TrainConfig(base_model=str(base_model_path(s)), backend="local", max_steps=s.ppo_steps,
                        games_per_batch=s.ppo_games_per_batch, group_size=s.group_size,
                        max_episode_steps=s.max_episode_steps, max_trajectory_tokens=s.max_trajectory_tokens,
                        max_assistant_tokens=s.max_assistant_tokens, temperature=s.temperature,
                        learning_rate=s.ppo_learning_rate, save_every=0, run_name=paths.ppo_run(seed).name,
                        swanlab_mode="disabled", data_root=str(paths.data), lora_rank=s.lora_rank, seed=seed,
-                       output_dir=str(paths.runs), init_state=init_state)
+                       output_dir=str(paths.runs), init_state=init_state, context=s.context,
+                       history_length=s.history_length, advantage=s.advantage, advantage_norm=s.advantage_norm,
+                       gamma=s.gamma)
 
 def eval_config(s: MiniSettings, paths: MiniPaths, label: str, model_path: str | None):
     "The `EvalConfig` of checkpoint `label` (both validation splits, every game)."
     from alfworld_rl.evaluate import EvalConfig
     out = paths.eval_file(label)
-    return EvalConfig(base_model=str(paths.model.resolve()), model_path=model_path, split="all",
+    return EvalConfig(base_model=str(base_model_path(s)), model_path=model_path, split="all",
                       games_per_batch=s.eval_games_per_batch, temperature=s.eval_temperature,
                       max_episode_steps=s.max_episode_steps, max_trajectory_tokens=s.max_trajectory_tokens,
                       max_assistant_tokens=s.max_assistant_tokens, data_root=str(paths.data), output=str(out),
-                      resume=out.exists(), report=False)
+                      resume=out.exists(), report=False, context=s.context, history_length=s.history_length)
 
 # %% ../nbs/60_mini.ipynb #28250190
 def run_sft_stage(s: MiniSettings, paths: MiniPaths, seed: int, demonstrations=None, progress: bool = True) -> dict:
@@ -243,11 +211,6 @@ def _games_ready(s: MiniSettings, paths: MiniPaths) -> bool:
     try: return all(len(discover_games(paths.data, split)) >= n for split, n in wanted.items())
     except UserError: return False
 
-def _model_ready(s: MiniSettings, paths: MiniPaths) -> bool:
-    "Whether the base model of `s` is already built."
-    info = paths.model / "mini_model.json"
-    return info.exists() and json.loads(info.read_text()) == model_spec(s)
-
 def eval_label(stage: str, seed: int | None = None) -> str:
     "The evaluation file name of a stage (`base`, or `sft-seed0`, `ppo-seed0`, ...)."
     return stage if seed is None else f"{stage}-seed{seed}"
@@ -262,13 +225,11 @@ def run_mini(s: MiniSettings, root: str | os.PathLike, progress: bool = True) ->
     if saved.exists() and {k: v for k, v in json.loads(saved.read_text()).items() if k != "seeds"} != fixed:
         raise UserError(f"{root} holds a mini experiment with other settings ({saved}); use another --out-dir", status=2)
     saved.write_text(json.dumps(asdict(s), indent=1) + "\n")
-    games_done, model_done = _games_ready(s, paths), _model_ready(s, paths)
+    base_model_path(s)                                   # the base model must be there before any work
+    games_done = _games_ready(s, paths)
     t0 = time.perf_counter()
     mini_data(s, paths, progress)                        # also checks finished games against the settings
     if not games_done: _log_stage(paths, "games", None, time.perf_counter() - t0)
-    t0 = time.perf_counter()
-    mini_model(s, paths, progress)
-    if not model_done: _log_stage(paths, "base model", None, time.perf_counter() - t0)
     run_eval_stage(s, paths, eval_label("base"), None, progress)
     demos = []
     for seed in s.seeds:
@@ -284,10 +245,9 @@ def mini_demonstrations(s: MiniSettings, paths: MiniPaths, progress: bool = True
     from alfworld_rl.data import discover_games
     from alfworld_rl.local_sampler import load_tokenizer
     from alfworld_rl.sft import expert_trajectories
-    from alfworld_rl.tiny_model import tiny_qwen3_path
     t0 = time.perf_counter()
     c = sft_config(s, paths, s.seeds[0])
-    demos = expert_trajectories(discover_games(paths.data, "train"), load_tokenizer(str(tiny_qwen3_path())), c, progress)
+    demos = expert_trajectories(discover_games(paths.data, "train"), load_tokenizer(str(base_model_path(s))), c, progress)
     _log_stage(paths, "demonstrations", None, time.perf_counter() - t0)
     return demos
 
@@ -363,17 +323,26 @@ def stage_seconds(paths: MiniPaths) -> dict[str, float]:
     return out
 
 # %% ../nbs/60_mini.ipynb #b7ec6c11
+def result_line(headline: dict, seeds) -> str:
+    "The one-line result of a mini experiment: valid_unseen success of base, SFT and PPO, and the gain."
+    return (f"mini result: base={100 * headline['base']:.1f} sft={100 * headline['sft']:.1f} "
+            f"ppo={100 * headline['ppo']:.1f} gain={headline['ppo_minus_sft_points']:+.1f} "
+            f"(valid_unseen success, mean over {len(seeds)} seeds)")
+
 def cli_mini_parser(parser):
     "Add the flags of `alfworld-rl mini` to `parser`."
     parser.add_argument("--settings", default="mini", choices=tuple(PRESETS), help="preset: mini (the experiment) or smoke (tiny)")
     parser.add_argument("--out-dir", default="runs/mini", help="directory of the experiment (default runs/mini)")
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="seeds to run (default: the preset's)")
+    parser.add_argument("--data-seed", type=int, default=None,
+                        help=f"seed of the game generator (default: the committed run's, {MINI.data_seed})")
     parser.add_argument("--no-report", action="store_true", help="run the recipe without executing the experiment notebook")
     return parser
 
 def cli_mini(args) -> int:
     "Run `alfworld-rl mini`; returns the exit status."
     overrides = {} if args.seeds is None else {"seeds": args.seeds}
+    if args.data_seed is not None: overrides["data_seed"] = args.data_seed
     s = settings_from(args.settings, **overrides)
     if args.no_report:
         paths = run_mini(s, args.out_dir)
@@ -383,4 +352,6 @@ def cli_mini(args) -> int:
         out = execute_report("mini", Path(args.out_dir) / "mini.ipynb",
                              {"preset": args.settings, "out_dir": str(args.out_dir), "overrides": overrides})
         print(f"Saved report: {out}")
+    paths = MiniPaths(Path(args.out_dir))
+    print(result_line(seed_table(paths, s.seeds)[1], s.seeds))
     return 0

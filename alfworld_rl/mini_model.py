@@ -9,7 +9,8 @@ from pathlib import Path
 
 # %% auto #0
 __all__ = ['MODEL_SIZE_KEYS', 'build_model', 'count_parameters', 'random_transcripts', 'window_turns', 'turn_windows',
-           'masked_nll', 'learning_rate_at', 'train_rows', 'pretrain_base_model', 'plot_pretraining']
+           'masked_nll', 'learning_rate_at', 'train_rows', 'pretrain_base_model', 'plot_pretraining', 'BaseSettings',
+           'base_quality', 'build_base', 'load_base_info', 'cli_build_base_parser', 'cli_build_base']
 
 # %% ../nbs/59_mini_model.ipynb #8a7e6207
 MODEL_SIZE_KEYS = ("hidden_size", "num_hidden_layers", "intermediate_size", "num_attention_heads",
@@ -95,19 +96,19 @@ def turn_windows(transcripts: list, start_id: int) -> list[tuple[list[int], list
 def masked_nll(model, rows: list[tuple[list[int], list[int]]]):
     "Mean next-token NLL over the assistant positions of `rows` (token ids, assistant mask), right-padded."
     import torch
+    from alfworld_rl.local_trainer import backbone_hidden
     width = max(len(t) for t, _ in rows)
     ids = torch.zeros(len(rows), width, dtype=torch.long)
-    att = torch.zeros(len(rows), width, dtype=torch.long)
     weights = torch.zeros(len(rows), width)
     for r, (tokens, mask) in enumerate(rows):
         ids[r, :len(tokens)] = torch.tensor(tokens)
-        att[r, :len(tokens)] = 1
         weights[r, :len(mask)] = torch.tensor(mask, dtype=torch.float32)
-    logits = model(input_ids=ids, attention_mask=att).logits[:, :-1]
-    nll = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1),
-                                            reduction="none").view(len(rows), -1)
+    hidden = backbone_hidden(getattr(model, model.base_model_prefix), [list(t) for t, _ in rows])   # a shared prompt prefix runs once
     w = weights[:, 1:]
-    return (nll * w).sum() / w.sum().clamp(min=1)
+    at = w > 0                                            # the head runs only where a reply token is predicted
+    logits = model.get_output_embeddings()(hidden[:, :-1][at])
+    nll = torch.nn.functional.cross_entropy(logits, ids[:, 1:][at], reduction="none")
+    return (nll * w[at]).sum() / w.sum().clamp(min=1)
 
 def learning_rate_at(step: int, steps: int, peak: float) -> float:
     "Warm-up over the first 5% of `steps`, then cosine decay from `peak` to 0."
@@ -187,3 +188,100 @@ def plot_pretraining(record: dict, path: str | os.PathLike | None = None):
     if path is not None:
         Path(path).parent.mkdir(parents=True, exist_ok=True); fig.savefig(path, dpi=120)
     return fig
+
+# %% ../nbs/59_mini_model.ipynb #c39e1cad
+from dataclasses import dataclass, asdict
+
+from .tiny_model import MINI_BASE_NAME, mini_base_path
+
+@dataclass
+class BaseSettings:
+    "Everything the shipped base model depends on: its games, its size and its pretraining."
+    data_seed: int = 1000
+    train_games: int = 120
+    valid_games: int = 20                  # valid_seen games for measuring the base (never trained on)
+    min_receptacles: int = 4
+    max_receptacles: int = 5
+    distractors: int = 2
+    max_plan_steps: int = 12
+    hidden_size: int = 128
+    num_hidden_layers: int = 2
+    intermediate_size: int = 384
+    num_attention_heads: int = 4
+    num_key_value_heads: int = 2
+    head_dim: int = 32
+    model_seed: int = 0
+    branches: int = 6                      # random episodes per training game
+    max_episode_steps: int = 12
+    history_length: int = 2
+    steps: int = 300
+    batch_size: int = 32
+    learning_rate: float = 3e-3
+
+def base_quality(model_dir: str | os.PathLike, games: list, s: BaseSettings, seed: int = 0) -> dict:
+    "Tool-call validity, admissible-action rate and success of the model at temperature 1 on `games` (window context)."
+    from alfworld_rl.backends import make_service_client
+    from alfworld_rl.ppo import rollout_metrics
+    from alfworld_rl.rollout import RolloutConfig, run_rollout
+    sampler = make_service_client("local", device="cpu").create_sampling_client(str(model_dir))
+    config = RolloutConfig(group_size=2, max_episode_steps=s.max_episode_steps, max_trajectory_tokens=6000,
+                           max_assistant_tokens=48, temperature=1.0, seed=seed, context="window",
+                           history_length=s.history_length)
+    m = rollout_metrics(run_rollout(sampler, sampler.get_tokenizer(), games, config).trajectories)
+    return {k: round(m[k], 4) for k in ("valid_tool_call_rate", "admissible_action_rate", "success_rate")}
+
+def build_base(out: str | os.PathLike, s: BaseSettings | None = None, work_dir: str | os.PathLike | None = None,
+               progress: bool = True) -> dict:
+    "Generate the base's games, build and pretrain the model into `out`, measure it; returns (and saves) `base.json`."
+    from alfworld_rl.data import discover_games
+    from alfworld_rl.generate import generate_dataset
+    s, out = s or BaseSettings(), Path(out)
+    work = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="mini-base-"))
+    t0 = time.perf_counter()
+    data = generate_dataset(work / "data", train=s.train_games, valid_seen=s.valid_games, seed=s.data_seed,
+                            min_receptacles=s.min_receptacles, max_receptacles=s.max_receptacles,
+                            distractors=s.distractors, max_plan_steps=s.max_plan_steps, progress=progress)
+    t1 = time.perf_counter()
+    tmp = work / "model"
+    build_model(tmp, {k: getattr(s, k) for k in MODEL_SIZE_KEYS}, s.model_seed)
+    record = pretrain_base_model(tmp, discover_games(data, "train"), s.branches, s.max_episode_steps, 6000, s.steps,
+                                 s.batch_size, 0, 1, s.learning_rate, s.model_seed, progress, context="window",
+                                 history_length=s.history_length)
+    t2 = time.perf_counter()
+    quality = base_quality(tmp, discover_games(data, "valid_seen"), s)
+    info = {"name": MINI_BASE_NAME, "settings": asdict(s), "parameters": count_parameters(tmp), "quality": quality,
+            "rows": record["windows"], "final_loss": round(sum(record["window_losses"][-20:]) / min(20, len(record["window_losses"])), 4),
+            "seconds": {"games": round(t1 - t0, 1), "random_play": record["seconds"]["random_play"],
+                        "pretraining": record["seconds"]["windows"], "quality": round(time.perf_counter() - t2, 1),
+                        "total": round(time.perf_counter() - t0, 1)}}
+    (tmp / "base.json").write_text(json.dumps(info, indent=1) + "\n")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.exists(): shutil.rmtree(out)
+    shutil.copytree(tmp, out)
+    return info
+
+def load_base_info(model_dir: str | os.PathLike | None = None) -> dict:
+    "The `base.json` of a built base model (the shipped one by default)."
+    path = Path(model_dir or mini_base_path()) / "base.json"
+    if not path.exists():
+        from alfworld_rl.core import UserError
+        raise UserError(f"no base model at {path.parent}; build it with `alfworld-rl build-base`")
+    return json.loads(path.read_text())
+
+def cli_build_base_parser(parser):
+    "Add the flags of `alfworld-rl build-base` to `parser`."
+    parser.add_argument("--out", default=None, help="where to write the model (default: the shipped models/mini-base)")
+    parser.add_argument("--work-dir", default=None, help="keep the generated games and the unmeasured model here")
+    return parser
+
+def cli_build_base(args) -> int:
+    "Run `alfworld-rl build-base`; returns the exit status."
+    from alfworld_rl.core import UserError
+    out = Path(args.out) if args.out else mini_base_path()
+    if out.exists() and not out.is_dir(): raise UserError(f"--out {out} is a file; give a directory", status=2)
+    info = build_base(out, work_dir=args.work_dir)
+    q, sec = info["quality"], info["seconds"]
+    print(f"Built {out}: {info['parameters']:,} parameters in {sec['total']:.0f} s; at temperature 1 on "
+          f"{info['settings']['valid_games']} held-out games: {100 * q['valid_tool_call_rate']:.1f}% well-formed calls, "
+          f"{100 * q['admissible_action_rate']:.1f}% admissible actions, {100 * q['success_rate']:.1f}% won")
+    return 0

@@ -11,9 +11,10 @@ from .core import user_cache_dir
 
 # %% auto #0
 __all__ = ['TINY_MODEL_NAME', 'TINY_RECIPE', 'TINY_SEED', 'TINY_VOCAB_SIZE', 'TINY_MAX_POSITIONS', 'SPECIAL_TOKENS',
-           'TOOL_TOKENS', 'TINY_CONFIG', 'CHAT_TEMPLATE', 'EXAMPLE_TOOL', 'TASK_TEMPLATES', 'render_chat',
-           'tool_call_message', 'alfworld_names', 'build_corpus', 'train_tokenizer', 'build_model',
-           'tiny_qwen3_default_path', 'write_tiny_qwen3', 'build_tiny_qwen3', 'tiny_qwen3_path', 'load_tiny_qwen3']
+           'TOOL_TOKENS', 'TINY_CONFIG', 'CHAT_TEMPLATE', 'EXAMPLE_TOOL', 'TASK_TEMPLATES', 'MINI_BASE_NAME',
+           'render_chat', 'tool_call_message', 'alfworld_names', 'build_corpus', 'train_tokenizer', 'build_model',
+           'tiny_qwen3_default_path', 'write_tiny_qwen3', 'build_tiny_qwen3', 'tiny_qwen3_path', 'mini_base_path',
+           'load_tiny_qwen3']
 
 # %% ../nbs/20_tiny_model.ipynb #430d8f9a
 TINY_MODEL_NAME = "tiny-qwen3"
@@ -265,6 +266,13 @@ def build_tiny_qwen3(path: str | os.PathLike | None = None, force: bool = False)
 def tiny_qwen3_path() -> Path:
     "The cached `tiny-qwen3` directory, built on first use."
     return build_tiny_qwen3()
+
+MINI_BASE_NAME = "mini-base"   # the pretrained mini base model shipped in the repository (see 59_mini_model)
+
+def mini_base_path() -> Path:
+    "Where the shipped base model lives: `models/mini-base` at the repository root."
+    import alfworld_rl
+    return Path(alfworld_rl.__file__).resolve().parent.parent / "models" / MINI_BASE_NAME
 
 def load_tiny_qwen3(device: str | None = None):
     "`(model, tokenizer)` of the cached `tiny-qwen3`, loaded with the `Auto*` classes (built on first use)."
