@@ -96,7 +96,7 @@ def backbone_hidden(backbone, inputs: list[list[int]], pad_id: int = 0, min_shar
     cache = None
     if P >= min_shared:
         pre = backbone(input_ids=torch.tensor([inputs[0][:P]], device=dev), use_cache=True)
-        cache = pre.past_key_values
+        cache = pre["cache"] if "cache" in pre else pre.get("past_key_values")     # renamed in transformers 5
         if not hasattr(cache, "batch_repeat_interleave") or any(not hasattr(layer, "keys") for layer in getattr(cache, "layers", [None])):
             cache = None                                  # e.g. linear-attention state: take the plain path
     if cache is None:
