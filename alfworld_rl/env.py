@@ -581,6 +581,7 @@ JUNK_COMMANDS = ("help", "look around", "go to", "take", "dance", "inventory ple
 def compare_engines(game_file: str, steps: int, seed: int = 0, junk_rate: float = 0.15, max_steps: int = 50) -> tuple[int, list[str]]:
     "Play `steps` random steps in TextWorld (`BranchEnv`) and the fast engine side by side; (steps played, mismatches)."
     import random
+    cache_textgen_parsing(); cache_pddl_translation()     # what the project's workers run (same results, faster)
     rng, ref, fast, mismatches, played = random.Random(seed), BranchEnv(), FastBranchEnv(), [], 0
     while played < steps:
         a, b = ref.reset(game_file, max_steps), fast.reset(game_file, max_steps)
