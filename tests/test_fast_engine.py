@@ -62,7 +62,7 @@ def test_bad_engine_name(small_root):
 
 def test_refuses_unsupported_constructs(small_root):
     data = json.loads(Path(discover_games(small_root, "train")[0].game_file).read_text())
-    bad = dict(data, pddl_domain=data["pddl_domain"].replace(":action-costs", ":action-costs :numeric-fluents", 1))
+    bad = dict(data, pddl_domain=data["pddl_domain"].replace("(:requirements", "(:requirements :numeric-fluents", 1))
     with pytest.raises(EngineUnsupported, match="unsupported requirement"):
         FastGame(bad)
     bad = dict(data, pddl_domain=data["pddl_domain"].replace("(atLocation ?a ?l)\n        )", "(forall (?x - object) (pickupable ?x)))", 1))
