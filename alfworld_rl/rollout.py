@@ -24,6 +24,7 @@ class RolloutConfig:
     seed: int = 0
     include_admissible_actions: bool = True
     max_requests_in_flight: int = 64
+    engine: str = "textworld"               # env engine: textworld | fast (see alfworld_rl.env)
 
     def validate(self) -> "RolloutConfig":
         "Raise `UserError(status=2)` naming the flag when a value is out of range."
@@ -39,6 +40,7 @@ class RolloutConfig:
             raise bad("temperature", ">= 0", self.temperature)
         if not (isinstance(self.top_p, (int, float)) and 0 < self.top_p <= 1): raise bad("top-p", "in (0, 1]", self.top_p)
         if not isinstance(self.seed, int) or isinstance(self.seed, bool): raise bad("seed", "an integer", self.seed)
+        if self.engine not in ("textworld", "fast"): raise bad("engine", "textworld or fast", self.engine)
         return self
 
 # %% ../nbs/11_rollout.ipynb #56dfc1d0
@@ -177,10 +179,11 @@ class _Accounting:
         self.prefill += length
         self.by_turn.setdefault(turn, []).extend([length] * shared)
 
-def _env_factory_default():
-    "The real environment group class (imported lazily: env is a sibling module)."
+def _env_factory_default(engine: str = "textworld"):
+    "The real environment group class on `engine` (imported lazily: env is a sibling module)."
+    import functools
     from alfworld_rl.env import EnvGroup
-    return EnvGroup
+    return EnvGroup if engine == "textworld" else functools.partial(EnvGroup, engine=engine)
 
 # %% ../nbs/11_rollout.ipynb #998ef572
 class _Runner:
@@ -376,7 +379,7 @@ async def rollout_games(sampling_client, tokenizer, games, config: RolloutConfig
     "Play `config.group_size` branches of every game concurrently; returns the `RolloutBatch`."
     config.validate()
     games = list(games)
-    runner = _GroupRunner(sampling_client, tokenizer, config, env_factory or _env_factory_default(), progress)
+    runner = _GroupRunner(sampling_client, tokenizer, config, env_factory or _env_factory_default(config.engine), progress)
     runner.total = len(games) * config.group_size
     t0 = time.perf_counter()
     async with asyncio.TaskGroup() as tg:

@@ -46,6 +46,7 @@ class SFTConfig:
     adam_eps: float = 1e-12
     weight_decay: float = 0.0
     grad_clip: float = 1.0
+    engine: str = "textworld"
 
     @property
     def run_dir(self) -> Path:
@@ -78,10 +79,11 @@ SFT_HELP = {
     "max_detours": "receptacles a demonstration may search before the walkthrough (0: the bare walkthrough)",
     "adam_beta1": "Adam beta1", "adam_beta2": "Adam beta2", "adam_eps": "Adam epsilon",
     "weight_decay": "AdamW weight decay", "grad_clip": "gradient-norm clipping (0: off)",
+    "engine": "environment engine: textworld (reference) or fast (exact, in-process)",
 }
 from .backends import BACKENDS, DTYPE_CHOICES, check_device_flags
 from .train_config import SWANLAB_MODES
-CHOICES = {"backend": BACKENDS, "swanlab_mode": SWANLAB_MODES, "dtype": DTYPE_CHOICES}
+CHOICES = {"backend": BACKENDS, "swanlab_mode": SWANLAB_MODES, "dtype": DTYPE_CHOICES, "engine": ("textworld", "fast")}
 POSITIVE_INTS = ("max_steps", "games_per_batch", "max_episode_steps", "max_trajectory_tokens", "demos_per_game")
 RESUME_MAY_CHANGE = ("max_steps", "save_every", "device", "dtype", "swanlab_mode", "swanlab_project", "output_dir")
 
@@ -125,7 +127,7 @@ def expert_rollout_config(c: SFTConfig):
     return RolloutConfig(group_size=c.demos_per_game, max_episode_steps=c.max_episode_steps,
                          max_trajectory_tokens=c.max_trajectory_tokens,
                          max_assistant_tokens=min(256, c.max_trajectory_tokens - 1), temperature=0.0, seed=c.seed,
-                         include_admissible_actions=c.include_admissible_actions)
+                         include_admissible_actions=c.include_admissible_actions, engine=c.engine)
 
 def expert_trajectories(games: list, tokenizer, c: SFTConfig, progress: bool = True) -> list:
     "The won expert demonstrations of `games` (`demos_per_game` each, in game order), replayed through the real protocol and engine."

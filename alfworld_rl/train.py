@@ -196,7 +196,7 @@ class Trainer:
                            max_trajectory_tokens=c.max_trajectory_tokens, max_assistant_tokens=c.max_assistant_tokens,
                            temperature=c.temperature, top_p=c.top_p, seed=step_seed(c.seed, self.current),
                            include_admissible_actions=c.include_admissible_actions,
-                           max_requests_in_flight=c.max_requests_in_flight)
+                           max_requests_in_flight=c.max_requests_in_flight, engine=c.engine)
         total = len(games) * c.group_size
         def progress(done, *_):
             self._phase(f"rollout {done}/{total} trajectories")
