@@ -65,6 +65,7 @@ class MiniSettings:
     # evaluation
     eval_temperature: float = 0.01
     eval_games_per_batch: int = 30
+    engine: str = "textworld"            # env engine of SFT, PPO and evaluation: textworld | fast
 
 MINI = MiniSettings()
 SMOKE = MiniSettings(seeds=(0,), train_games=6, valid_games=2, max_episode_steps=10, max_trajectory_tokens=4096,
@@ -87,6 +88,7 @@ def validate_settings(s: MiniSettings) -> MiniSettings:
     def bad(name, rule): return UserError(f"mini setting {name} must be {rule} (got {getattr(s, name)!r})", status=2)
     if not s.seeds or any(not isinstance(x, int) or x < 0 for x in s.seeds) or len(set(s.seeds)) != len(s.seeds):
         raise bad("seeds", "distinct integers >= 0, at least one")
+    if s.engine not in ("textworld", "fast"): raise bad("engine", "textworld or fast")
     for f in dataclasses.fields(MiniSettings):
         v = getattr(s, f.name)
         if f.name in ("seeds", "data_seed", "model_seed"): continue
@@ -178,7 +180,7 @@ def sft_config(s: MiniSettings, paths: MiniPaths, seed: int):
                      save_every=0, run_name=paths.sft_run(seed).name, output_dir=str(paths.runs), seed=seed,
                      swanlab_mode="disabled", max_episode_steps=s.max_episode_steps,
                      max_trajectory_tokens=s.max_trajectory_tokens, demos_per_game=s.demos_per_game,
-                     max_detours=s.max_detours)
+                     max_detours=s.max_detours, engine=s.engine)
 
 def ppo_config(s: MiniSettings, paths: MiniPaths, seed: int, init_state: str | None = None):
     "The `TrainConfig` of seed `seed`, starting from the weights of `init_state` (the SFT state)."
@@ -189,7 +191,7 @@ def ppo_config(s: MiniSettings, paths: MiniPaths, seed: int, init_state: str | N
                        max_assistant_tokens=s.max_assistant_tokens, temperature=s.temperature,
                        learning_rate=s.ppo_learning_rate, save_every=0, run_name=paths.ppo_run(seed).name,
                        swanlab_mode="disabled", data_root=str(paths.data), lora_rank=s.lora_rank, seed=seed,
-                       output_dir=str(paths.runs), init_state=init_state)
+                       output_dir=str(paths.runs), init_state=init_state, engine=s.engine)
 
 def eval_config(s: MiniSettings, paths: MiniPaths, label: str, model_path: str | None):
     "The `EvalConfig` of checkpoint `label` (both validation splits, every game)."
@@ -199,7 +201,7 @@ def eval_config(s: MiniSettings, paths: MiniPaths, label: str, model_path: str |
                       games_per_batch=s.eval_games_per_batch, temperature=s.eval_temperature,
                       max_episode_steps=s.max_episode_steps, max_trajectory_tokens=s.max_trajectory_tokens,
                       max_assistant_tokens=s.max_assistant_tokens, data_root=str(paths.data), output=str(out),
-                      resume=out.exists(), report=False)
+                      resume=out.exists(), report=False, engine=s.engine)
 
 # %% ../nbs/60_mini.ipynb #28250190
 def run_sft_stage(s: MiniSettings, paths: MiniPaths, seed: int, demonstrations=None, progress: bool = True) -> dict:
@@ -369,11 +371,13 @@ def cli_mini_parser(parser):
     parser.add_argument("--out-dir", default="runs/mini", help="directory of the experiment (default runs/mini)")
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="seeds to run (default: the preset's)")
     parser.add_argument("--no-report", action="store_true", help="run the recipe without executing the experiment notebook")
+    parser.add_argument("--engine", default=None, choices=("textworld", "fast"), help="environment engine (default: the preset's, textworld)")
     return parser
 
 def cli_mini(args) -> int:
     "Run `alfworld-rl mini`; returns the exit status."
     overrides = {} if args.seeds is None else {"seeds": args.seeds}
+    if args.engine is not None: overrides["engine"] = args.engine
     s = settings_from(args.settings, **overrides)
     if args.no_report:
         paths = run_mini(s, args.out_dir)
