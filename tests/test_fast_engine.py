@@ -92,3 +92,32 @@ def test_larger_rooms_match_textworld(tmp_path):
     for i, g in enumerate(discover_games(root, "train")):
         played, mismatches = compare_engines(g.game_file, steps=60, seed=100 + i)
         assert mismatches == []
+
+
+def test_play_with_the_fast_engine(small_data_root):
+    import subprocess, sys
+    game = next(g for g in discover_games(small_data_root, "train") if g.task_type == "pick_two_obj_and_place")
+    plan = json.loads(Path(game.game_file).read_text())["walkthrough"]
+    exe = Path(sys.executable).parent / "alfworld-rl"
+    p = subprocess.run([str(exe), "play", "--engine", "fast", "--data-root", str(small_data_root), "--game", game.id],
+                       input="not a real command\n" + "\n".join(plan) + "\n", capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "[1] not a real command  (not in the admissible list)\nNothing happens." in p.stdout
+    assert f"You won in {len(plan) + 1} steps!" in p.stdout
+
+
+def test_eval_records_match_across_engines(small_data_root, tmp_path):
+    from alfworld_rl.core import read_jsonl
+    from alfworld_rl.evaluate import EvalConfig, evaluate, make_sampling_client
+    records = {}
+    for engine in ("textworld", "fast"):
+        c = EvalConfig(base_model="tiny-qwen3", data_root=str(small_data_root), output=str(tmp_path / f"{engine}.jsonl"),
+                       limit_per_split=1, max_episode_steps=3, max_assistant_tokens=16, max_trajectory_tokens=2048,
+                       games_per_batch=2, engine=engine, report=False)
+        sc, tok = make_sampling_client(c)
+        evaluate(c, sc, tok, show_progress=False)
+        rows = read_jsonl(c.output_path())
+        assert all(r["engine"] == engine for r in rows if r["type"] == "trajectory")
+        assert rows[-1]["config"]["engine"] == engine
+        records[engine] = [{k: v for k, v in r.items() if k != "engine"} for r in rows if r["type"] == "trajectory"]
+    assert records["fast"] == records["textworld"] and len(records["fast"]) == 2
