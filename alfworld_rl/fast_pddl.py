@@ -197,7 +197,7 @@ class Problem:
             elif head == ":metric": continue
             else: raise EngineUnsupported(f"PDDL problem: unsupported section {head!r}")
 
-# %% ../nbs/02a_fast_pddl.ipynb #9426b225
+# %% ../nbs/02a_fast_pddl.ipynb #ff642f84
 class FactTable:
     "A set of atoms `(pred, *args)` with per-position indexes for joins."
     def __init__(self, atoms=()):
@@ -271,21 +271,20 @@ class Task:
                 yield from self._search(types, positive, others, binding, state)
             del binding[var]
             return
-        best, best_key = None, None
-        for i, lit in enumerate(positive):
-            bound = sum(1 for a in lit[2] if not a.startswith("?") or a in binding)
-            key = (-bound, i)
-            if best_key is None or key < best_key: best, best_key = i, key
+        best, cands = None, None
+        for i, lit in enumerate(positive):                 # the literal with the fewest matching facts goes first
+            pred, args, table = lit[1], lit[2], self._table(lit[1], state)
+            found = None
+            for j, a in enumerate(args):
+                v = binding.get(a, a) if a.startswith("?") else a
+                if v.startswith("?"): continue
+                s = table.index.get((pred, j, v), ())
+                if found is None or len(s) < len(found): found = s
+            if found is None: found = table.by_pred.get(pred, ())
+            if cands is None or len(found) < len(cands): best, cands = i, found
+            if not cands: return
         pred, args = positive[best][1], positive[best][2]
         rest = positive[:best] + positive[best + 1:]
-        table = self._table(pred, state)
-        cands = None
-        for i, a in enumerate(args):
-            v = binding.get(a, a) if a.startswith("?") else a
-            if v.startswith("?"): continue
-            s = table.index.get((pred, i, v), ())
-            if cands is None or len(s) < len(cands): cands = s
-        if cands is None: cands = table.by_pred.get(pred, ())
         for tup in list(cands):
             if len(tup) != len(args): continue
             new = []
