@@ -14,10 +14,11 @@ from .core import import_alfworld as _import_alfworld
 patch_textworld()   # this process may build environments too (tests, notebooks); workers apply it themselves
 
 # %% auto #0
-__all__ = ['TASK_PREFIX', 'HIDDEN_COMMANDS', 'MAX_IDLE_ENVS', 'MAX_PARSE_CACHE', 'MAX_TRANSLATIONS', 'BranchStart', 'StepResult',
-           'EnvError', 'EnvWorkerError', 'EnvArgumentError', 'split_intro', 'visible_commands', 'cache_textgen_parsing',
-           'cache_pddl_translation', 'BranchEnv', 'default_num_workers', 'EnvPool', 'get_env_pool', 'close_env_pool',
-           'EnvGroup']
+__all__ = ['TASK_PREFIX', 'HIDDEN_COMMANDS', 'MAX_IDLE_ENVS', 'MAX_PARSE_CACHE', 'MAX_TRANSLATIONS', 'ENGINES', 'JUNK_COMMANDS',
+           'BranchStart', 'StepResult', 'EnvError', 'EnvWorkerError', 'EnvArgumentError', 'split_intro',
+           'visible_commands', 'cache_textgen_parsing', 'cache_pddl_translation', 'BranchEnv', 'FastBranchEnv',
+           'default_num_workers', 'EnvPool', 'get_env_pool', 'close_env_pool', 'InProcessPool', 'check_engine',
+           'EnvGroup', 'compare_engines']
 
 # %% ../nbs/04_env.ipynb #886bf626
 TASK_PREFIX = "Your task is to:"
@@ -139,6 +140,28 @@ class BranchEnv:
         "One env step: (observation, score, done, won, visible commands)."
         text, score, done, infos = self.env.step(command)
         return text, float(score), bool(done), bool(infos["won"]), visible_commands(infos["admissible_commands"])
+
+ENGINES = ("textworld", "fast")
+
+class FastBranchEnv:
+    "One branch on the fast engine (`alfworld_rl.fast_engine`): `BranchEnv`'s interface and results, no TextWorld."
+    def __init__(self):
+        self.env, self.steps, self.max_steps = None, 0, 1
+
+    def reset(self, game_file: str, max_steps: int) -> tuple[str, list[str], bool]:
+        "Load `game_file` (compiled once per process) and reset: (first text, visible commands, won)."
+        from .fast_engine import FastEnv, load_game
+        game = load_game(game_file)
+        if self.env is None or self.env.game is not game: self.env = FastEnv(game)
+        self.steps, self.max_steps = 0, max_steps
+        text, commands, won = self.env.reset()
+        return text, visible_commands(commands), bool(won)
+
+    def step(self, command: str) -> tuple[str, float, bool, bool, list[str]]:
+        "One env step: (observation, score, done, won, visible commands); done also when `max_steps` ran out."
+        text, score, done, won, commands = self.env.step(command)
+        self.steps += 1
+        return text, float(score), bool(done or self.steps >= self.max_steps), bool(won), visible_commands(commands)
 
 def _serve(envs: dict, idle: list, op: str, branch, args):
     "Run one request on this worker's branch environments."
@@ -370,16 +393,62 @@ def _game_file(game) -> str:
     if not path.is_file(): raise EnvError(f"game file not found: {path}")
     return str(path)
 
+class InProcessPool:
+    "Branches on the fast engine, stepped in this process: the part of `EnvPool`'s surface that `EnvGroup` uses."
+    num_workers = 0
+    def __init__(self):
+        self._envs, self._idle, self._ids, self._closed = {}, [], itertools.count(), False
+
+    def new_branch(self) -> int: return next(self._ids)
+
+    def submit(self, branch: int, op: str, *args) -> Future:
+        "Run `op` for `branch` now; the returned future is already done (an engine failure becomes an `EnvError`)."
+        fut = Future()
+        try:
+            if self._closed: raise EnvError("the in-process env pool is closed")
+            if op == "reset":
+                if branch not in self._envs: self._envs[branch] = self._idle.pop() if self._idle else FastBranchEnv()
+                fut.set_result(self._envs[branch].reset(*args))
+            elif op == "step":
+                if branch not in self._envs: raise EnvError(f"branch {branch} was never reset")
+                fut.set_result(self._envs[branch].step(*args))
+            else: raise EnvError(f"unknown op {op!r}")
+        except EnvError as e: fut.set_exception(e)
+        except Exception as e: fut.set_exception(EnvError(f"{type(e).__name__}: {e}"))
+        return fut
+
+    def release(self, branch: int) -> None:
+        env = self._envs.pop(branch, None)
+        if env is not None and len(self._idle) < MAX_IDLE_ENVS: self._idle.append(env)
+
+    def replace(self, branch: int) -> None: pass
+    def worker_pid(self, branch: int) -> int: return os.getpid()
+    def worker_pids(self) -> list[int]: return [os.getpid()]
+    def info(self) -> list[dict]: return [{"pid": os.getpid(), "engine": "fast", "branches": len(self._envs), "idle": len(self._idle)}]
+    def close(self) -> None: self._closed = True; self._envs.clear(); self._idle.clear()
+
+_fast_pool = InProcessPool()
+
+def check_engine(engine: str) -> str:
+    "`engine` if it is one of `ENGINES`, else an `EnvArgumentError` naming the choices."
+    if engine not in ENGINES: raise EnvArgumentError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    return engine
+
 class EnvGroup:
-    "K independent branches of one game, stepping in a shared pool of worker processes."
-    def __init__(self, game, group_size: int, max_steps: int, *, pool: EnvPool | None = None):
+    "K independent branches of one game: TextWorld in a shared pool of worker processes, or the fast engine in-process."
+    def __init__(self, game, group_size: int, max_steps: int, *, pool: EnvPool | None = None, engine: str = "textworld"):
         if not isinstance(group_size, int) or isinstance(group_size, bool) or group_size < 1:
             raise EnvArgumentError(f"group_size must be an integer >= 1, got {group_size!r}")
         if not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1:
             raise EnvArgumentError(f"max_steps must be an integer >= 1, got {max_steps!r}")
         self.game, self.game_file = game, _game_file(game)
         self.group_size, self.max_steps = group_size, max_steps
-        self.pool = pool if pool is not None else get_env_pool()
+        self.engine = check_engine(engine)
+        if engine == "fast":
+            if pool is not None and not isinstance(pool, InProcessPool):
+                raise EnvArgumentError("engine='fast' runs in this process; pass no pool (or an InProcessPool)")
+            self.pool = pool if pool is not None else _fast_pool
+        else: self.pool = pool if pool is not None else get_env_pool()
         self.branches = [self.pool.new_branch() for _ in range(group_size)]
         self._admissible: list[list[str]] = [[] for _ in range(group_size)]
         self._done = [True] * group_size
@@ -505,3 +574,29 @@ class EnvGroup:
 
     def __enter__(self): return self
     def __exit__(self, *exc): self.close()
+
+# %% ../nbs/04_env.ipynb #f4e1a0c2
+JUNK_COMMANDS = ("help", "look around", "go to", "take", "dance", "inventory please", "examine nothing 1", "go to fridge 99")
+
+def compare_engines(game_file: str, steps: int, seed: int = 0, junk_rate: float = 0.15, max_steps: int = 50) -> tuple[int, list[str]]:
+    "Play `steps` random steps in TextWorld (`BranchEnv`) and the fast engine side by side; (steps played, mismatches)."
+    import random
+    cache_textgen_parsing(); cache_pddl_translation()     # what the project's workers run (same results, faster)
+    rng, ref, fast, mismatches, played = random.Random(seed), BranchEnv(), FastBranchEnv(), [], 0
+    while played < steps:
+        a, b = ref.reset(game_file, max_steps), fast.reset(game_file, max_steps)
+        if a != b:
+            mismatches.append(f"{game_file} reset: textworld={a!r} fast={b!r}")
+            return played, mismatches
+        shown, done = a[1], False
+        while not done and played < steps:
+            if rng.random() < junk_rate or not shown:
+                choice = rng.choice(JUNK_COMMANDS + (" " + rng.choice(shown or ["look"]) + " ",))
+            else: choice = rng.choice(shown)
+            a, b = ref.step(choice), fast.step(choice)
+            played += 1
+            if a != b:
+                mismatches.append(f"{game_file} step {played} {choice!r}: textworld={a!r} fast={b!r}")
+                return played, mismatches
+            shown, done = a[4], a[2]
+    return played, mismatches

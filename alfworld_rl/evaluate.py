@@ -53,6 +53,7 @@ class EvalConfig:
     report: bool = True
     context: str = "full"
     history_length: int = 2
+    engine: str = "textworld"
 
     def output_path(self) -> Path:
         "The JSONL file: `--output`, else `eval_results/<model name>-eval.jsonl`."
@@ -82,6 +83,7 @@ def validate_eval_config(c: EvalConfig) -> EvalConfig:
     "Check every setting of `c`; raise `UserError(status=2)` naming the first bad flag."
     if c.split not in SPLIT_CHOICES: raise _bad("split", f"one of {', '.join(SPLIT_CHOICES)}", c.split)
     if c.backend not in BACKENDS: raise _bad("backend", f"one of {', '.join(BACKENDS)}", c.backend)
+    if c.engine not in ("textworld", "fast"): raise _bad("engine", "one of textworld, fast", c.engine)
     check_device_flags(c.device, c.dtype)
     if c.swanlab_mode not in SWANLAB_MODES: raise _bad("swanlab-mode", f"one of {', '.join(SWANLAB_MODES)}", c.swanlab_mode)
     for name in ("games_per_batch", "max_episode_steps", "max_trajectory_tokens", "max_assistant_tokens"):
@@ -143,7 +145,7 @@ def trajectory_record(traj, c: EvalConfig) -> dict:
     body = traj.to_record()
     game = traj.game
     rec = {"type": "trajectory", "game_id": game.id, "game_file": str(game.game_file), "split": game.split,
-           "evaluation_split": c.split, "task_type": game.task_type}
+           "evaluation_split": c.split, "task_type": game.task_type, "engine": c.engine}
     for k, v in body.items():
         if k not in rec and k != "game": rec[k] = v
     rec["eval_settings"] = result_settings(c)
@@ -259,7 +261,7 @@ def rollout_config(c: EvalConfig):
                          max_trajectory_tokens=c.max_trajectory_tokens, max_assistant_tokens=c.max_assistant_tokens,
                          temperature=c.temperature, top_p=c.top_p, seed=c.seed,
                          include_admissible_actions=c.include_admissible_actions, context=c.context,
-                         history_length=c.history_length)
+                         history_length=c.history_length, engine=c.engine)
 
 async def evaluate_games(sampling_client, tokenizer, games: list, c: EvalConfig, progress=None) -> list[dict]:
     "Play each game once, at most `games_per_batch` at a time; append each record to the output as it ends."
@@ -389,6 +391,7 @@ def cli_eval_parser(parser) -> None:
     a("--context", default=d.context, help="prompt context: full (the whole conversation) or window (each turn rebuilt "
                                            "from the task, the last --history-length steps and the observation)")
     a("--history-length", type=int, default=d.history_length, help="--context window: earlier steps shown (default 2)")
+    a("--engine", default=d.engine, help="environment engine: textworld (reference) or fast (exact, in-process)")
 
 def config_from_args(args) -> EvalConfig:
     "An `EvalConfig` from parsed `eval` arguments."

@@ -57,6 +57,7 @@ class MiniSettings:
     # evaluation
     eval_temperature: float = 0.01
     eval_games_per_batch: int = 30
+    engine: str = "textworld"            # env engine of SFT, PPO and evaluation: textworld | fast
 
 MINI = MiniSettings()
 SMOKE = MiniSettings(seeds=(0,), train_games=6, valid_games=2, max_episode_steps=6, max_assistant_tokens=24,
@@ -73,6 +74,7 @@ def validate_settings(s: MiniSettings) -> MiniSettings:
     def bad(name, rule): return UserError(f"mini setting {name} must be {rule} (got {getattr(s, name)!r})", status=2)
     if not s.seeds or any(not isinstance(x, int) or x < 0 for x in s.seeds) or len(set(s.seeds)) != len(s.seeds):
         raise bad("seeds", "distinct integers >= 0, at least one")
+    if s.engine not in ("textworld", "fast"): raise bad("engine", "textworld or fast")
     for f in dataclasses.fields(MiniSettings):
         v = getattr(s, f.name)
         if f.name in ("seeds", "data_seed"): continue
@@ -144,7 +146,7 @@ def sft_config(s: MiniSettings, paths: MiniPaths, seed: int):
                      save_every=0, run_name=paths.sft_run(seed).name, output_dir=str(paths.runs), seed=seed,
                      swanlab_mode="disabled", max_episode_steps=s.max_episode_steps,
                      max_trajectory_tokens=s.max_trajectory_tokens, demos_per_game=s.demos_per_game,
-                     max_detours=s.max_detours, context=s.context, history_length=s.history_length)
+                     max_detours=s.max_detours, context=s.context, history_length=s.history_length, engine=s.engine)
 
 def ppo_config(s: MiniSettings, paths: MiniPaths, seed: int, init_state: str | None = None):
     "The `TrainConfig` of seed `seed`, starting from the weights of `init_state` (the SFT state)."
@@ -157,7 +159,7 @@ def ppo_config(s: MiniSettings, paths: MiniPaths, seed: int, init_state: str | N
                        swanlab_mode="disabled", data_root=str(paths.data), lora_rank=s.lora_rank, seed=seed,
                        output_dir=str(paths.runs), init_state=init_state, context=s.context,
                        history_length=s.history_length, advantage=s.advantage, advantage_norm=s.advantage_norm,
-                       gamma=s.gamma)
+                       gamma=s.gamma, engine=s.engine)
 
 def eval_config(s: MiniSettings, paths: MiniPaths, label: str, model_path: str | None):
     "The `EvalConfig` of checkpoint `label` (both validation splits, every game)."
@@ -167,7 +169,7 @@ def eval_config(s: MiniSettings, paths: MiniPaths, label: str, model_path: str |
                       games_per_batch=s.eval_games_per_batch, temperature=s.eval_temperature,
                       max_episode_steps=s.max_episode_steps, max_trajectory_tokens=s.max_trajectory_tokens,
                       max_assistant_tokens=s.max_assistant_tokens, data_root=str(paths.data), output=str(out),
-                      resume=out.exists(), report=False, context=s.context, history_length=s.history_length)
+                      resume=out.exists(), report=False, context=s.context, history_length=s.history_length, engine=s.engine)
 
 # %% ../nbs/60_mini.ipynb #28250190
 def run_sft_stage(s: MiniSettings, paths: MiniPaths, seed: int, demonstrations=None, progress: bool = True) -> dict:
@@ -337,12 +339,14 @@ def cli_mini_parser(parser):
     parser.add_argument("--data-seed", type=int, default=None,
                         help=f"seed of the game generator (default: the committed run's, {MINI.data_seed})")
     parser.add_argument("--no-report", action="store_true", help="run the recipe without executing the experiment notebook")
+    parser.add_argument("--engine", default=None, choices=("textworld", "fast"), help="environment engine (default: the preset's, textworld)")
     return parser
 
 def cli_mini(args) -> int:
     "Run `alfworld-rl mini`; returns the exit status."
     overrides = {} if args.seeds is None else {"seeds": args.seeds}
     if args.data_seed is not None: overrides["data_seed"] = args.data_seed
+    if args.engine is not None: overrides["engine"] = args.engine
     s = settings_from(args.settings, **overrides)
     if args.no_report:
         paths = run_mini(s, args.out_dir)

@@ -49,15 +49,15 @@ def read_action(commands: list[str], line: str) -> tuple[str | None, str | None]
         return None, f"No action {n}: choose 1..{len(commands)}, type a command, or quit."
     return text, None
 
-def play_game(game, *, max_steps: int = 50, stdin=None, stdout=None, pool=None) -> bool:
+def play_game(game, *, max_steps: int = 50, stdin=None, stdout=None, pool=None, engine: str = "textworld") -> bool:
     "Play `game` interactively on `stdin`/`stdout`; True if it was won."
     from alfworld_rl.env import EnvGroup, EnvPool
     stdin, stdout = stdin or sys.stdin, stdout or sys.stdout
     say = lambda *a: print(*a, file=stdout, flush=True)
-    own_pool = pool is None
+    own_pool = pool is None and engine == "textworld"
     pool = EnvPool(num_workers=1) if own_pool else pool
     try:
-        with EnvGroup(game, group_size=1, max_steps=max_steps, pool=pool) as g:
+        with EnvGroup(game, group_size=1, max_steps=max_steps, pool=pool, engine=engine) as g:
             start, = g.reset()
             say(f"Game: {getattr(game, 'id', game)}\n\n{start.task}\n\n{start.observation}")
             commands, steps = start.admissible_commands, 0
@@ -88,10 +88,12 @@ def cli_play_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--game", default=None, help="game id (<split>:<path>) or path to game.tw-pddl / its trial folder")
     parser.add_argument("--max-steps", type=int, default=50, help="env steps before the game ends (default: 50)")
     parser.add_argument("--seed", type=int, default=None, help="seed for the random choice of game")
+    parser.add_argument("--engine", default="textworld", choices=("textworld", "fast"),
+                        help="environment engine: textworld (reference) or fast (exact, in-process)")
 
 def cli_play(args) -> int:
     "Run `alfworld-rl play`; exit status 0 when the game ends (won or not)."
     if args.max_steps < 1: raise UserError(f"--max-steps must be >= 1, got {args.max_steps}", status=2)
     game = find_game(args.data_root, args.split, args.game, args.seed)
-    play_game(game, max_steps=args.max_steps)
+    play_game(game, max_steps=args.max_steps, engine=args.engine)
     return 0

@@ -27,6 +27,7 @@ class RolloutConfig:
     max_requests_in_flight: int = 64
     context: str = "full"          # "full": one growing conversation; "window": each turn's prompt rebuilt
     history_length: int = 2        # window context: (observation, action) pairs shown
+    engine: str = "textworld"               # env engine: textworld | fast (see alfworld_rl.env)
 
     def validate(self) -> "RolloutConfig":
         "Raise `UserError(status=2)` naming the flag when a value is out of range."
@@ -45,6 +46,7 @@ class RolloutConfig:
         if self.context not in CONTEXTS: raise bad("context", "one of " + ", ".join(CONTEXTS), self.context)
         if not isinstance(self.history_length, int) or isinstance(self.history_length, bool) or self.history_length < 0:
             raise bad("history-length", "an integer >= 0", self.history_length)
+        if self.engine not in ("textworld", "fast"): raise bad("engine", "textworld or fast", self.engine)
         return self
 
 CONTEXTS = ("full", "window")
@@ -201,10 +203,11 @@ class _Accounting:
         self.prefill += length
         self.by_turn.setdefault(turn, []).extend([length] * shared)
 
-def _env_factory_default():
-    "The real environment group class (imported lazily: env is a sibling module)."
+def _env_factory_default(engine: str = "textworld"):
+    "The real environment group class on `engine` (imported lazily: env is a sibling module)."
+    import functools
     from alfworld_rl.env import EnvGroup
-    return EnvGroup
+    return EnvGroup if engine == "textworld" else functools.partial(EnvGroup, engine=engine)
 
 # %% ../nbs/11_rollout.ipynb #998ef572
 class _Runner:
@@ -421,7 +424,7 @@ async def rollout_games(sampling_client, tokenizer, games, config: RolloutConfig
     "Play `config.group_size` branches of every game concurrently; returns the `RolloutBatch`."
     config.validate()
     games = list(games)
-    runner = _GroupRunner(sampling_client, tokenizer, config, env_factory or _env_factory_default(), progress)
+    runner = _GroupRunner(sampling_client, tokenizer, config, env_factory or _env_factory_default(config.engine), progress)
     runner.total = len(games) * config.group_size
     t0 = time.perf_counter()
     async with asyncio.TaskGroup() as tg:

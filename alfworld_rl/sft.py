@@ -49,6 +49,7 @@ class SFTConfig:
     grad_clip: float = 1.0
     context: str = "full"
     history_length: int = 2
+    engine: str = "textworld"
 
     @property
     def run_dir(self) -> Path:
@@ -84,10 +85,11 @@ SFT_HELP = {
     "context": "prompt context the demonstrations are written in: full (one conversation) or window (each turn's "
                "prompt rebuilt from the task and the last --history-length steps); use what PPO and eval will use",
     "history_length": "--context window: earlier (observation, action) pairs shown",
+    "engine": "environment engine: textworld (reference) or fast (exact, in-process)",
 }
 from .backends import BACKENDS, DTYPE_CHOICES, check_device_flags
 from .train_config import SWANLAB_MODES
-CHOICES = {"backend": BACKENDS, "swanlab_mode": SWANLAB_MODES, "dtype": DTYPE_CHOICES}
+CHOICES = {"backend": BACKENDS, "swanlab_mode": SWANLAB_MODES, "dtype": DTYPE_CHOICES, "engine": ("textworld", "fast")}
 POSITIVE_INTS = ("max_steps", "games_per_batch", "max_episode_steps", "max_trajectory_tokens", "demos_per_game")
 RESUME_MAY_CHANGE = ("max_steps", "save_every", "device", "dtype", "swanlab_mode", "swanlab_project", "output_dir")
 
@@ -134,7 +136,7 @@ def expert_rollout_config(c: SFTConfig):
                          max_trajectory_tokens=c.max_trajectory_tokens,
                          max_assistant_tokens=min(256, c.max_trajectory_tokens - 1), temperature=0.0, seed=c.seed,
                          include_admissible_actions=c.include_admissible_actions, context=c.context,
-                         history_length=c.history_length)
+                         history_length=c.history_length, engine=c.engine)
 
 def expert_trajectories(games: list, tokenizer, c: SFTConfig, progress: bool = True) -> list:
     "The won expert demonstrations of `games` (`demos_per_game` each, in game order), replayed through the real protocol and engine."

@@ -198,7 +198,7 @@ class Trainer:
                            temperature=c.temperature, top_p=c.top_p, seed=step_seed(c.seed, self.current),
                            include_admissible_actions=c.include_admissible_actions,
                            max_requests_in_flight=c.max_requests_in_flight, context=c.context,
-                           history_length=c.history_length)
+                           history_length=c.history_length, engine=c.engine)
         total = len(games) * c.group_size
         def progress(done, *_):
             self._phase(f"rollout {done}/{total} trajectories")

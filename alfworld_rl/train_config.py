@@ -60,6 +60,7 @@ class TrainConfig:
     advantage_norm: str = "mean"
     gamma: float = 0.95
     step_advantage_weight: float = 1.0
+    engine: str = "textworld"
 
     @property
     def run_dir(self) -> Path:
@@ -84,6 +85,7 @@ def _bad(name: str, rule: str, value) -> UserError:
 def validate_config(c: TrainConfig) -> TrainConfig:
     "Check every setting of `c`; raise `UserError(status=2)` naming the first bad flag and its allowed range."
     if c.backend not in BACKENDS: raise _bad("backend", f"one of {', '.join(BACKENDS)}", c.backend)
+    if c.engine not in ("textworld", "fast"): raise _bad("engine", "one of textworld, fast", c.engine)
     if c.swanlab_mode not in SWANLAB_MODES: raise _bad("swanlab_mode", f"one of {', '.join(SWANLAB_MODES)}", c.swanlab_mode)
     check_device_flags(c.device, c.dtype)
     for name in ("max_steps", "games_per_batch", "max_episode_steps", "max_trajectory_tokens",
@@ -158,6 +160,7 @@ _HELP = {
     "prefill_price_per_m": "price per million prefill tokens (for a cost estimate)",
     "sample_price_per_m": "price per million sampled tokens (for a cost estimate)",
     "train_price_per_m": "price per million trained tokens (for a cost estimate)",
+    "engine": "environment engine: textworld (reference) or fast (exact, in-process)",
     "init_state": "start the LoRA from the weights of a saved state (e.g. an `alfworld-rl sft` Saved state: path); fresh optimizer",
     "context": "prompt context: full (the whole conversation, extended token by token) or window (each turn's prompt "
                "rebuilt from the task, the last --history-length steps and the current observation)",

@@ -1,13 +1,15 @@
-"""Env steps/second and peak memory: the project's `EnvPool` vs TextWorld's asynchronous batch env.
+"""Env steps/second and peak memory: the fast engine, the project's `EnvPool` (TextWorld) and TextWorld's batch env.
 
 8 games x 8 branches each take up to 20 random admissible actions (the same actions in both runs).
 Ours: `EnvGroup`s on one bounded `EnvPool`, every branch stepping on its own with `step_branch_async`.
+Fast: the same `EnvGroup`s with `engine="fast"` (in this process, no workers), same actions.
+Resets: one branch of each game loaded and reset from cold in this process, per engine (mean seconds).
 Baseline: ALFWorld's way, `textworld.gym.register_games(..., asynchronous=True)` with ALFWorld's wrappers,
 one process per branch, all 64 stepped together per call. Peak RSS is summed over this process and all
 its children, sampled every 50 ms; PSS (shared pages split between processes) is printed too, since RSS
 counts the pages a forked child shares with its parent once per process.
 
-    uv run python benchmarks/env_throughput.py [--data-root DIR] [--games 8] [--branches 8] [--steps 20] [--workers N]
+    uv run python benchmarks/env_throughput.py [--data-root DIR] [--games 8] [--branches 8] [--steps 20] [--workers N] [--skip-batch-env]
 
 Without --data-root, 8 train games with ALFWorld-sized rooms are generated once into the user cache.
 """
@@ -18,7 +20,8 @@ import psutil
 
 from alfworld_rl.core import user_cache_dir
 from alfworld_rl.data import discover_games
-from alfworld_rl.env import EnvGroup, EnvPool, _import_alfworld, default_num_workers, visible_commands
+from alfworld_rl.env import (BranchEnv, EnvGroup, EnvPool, FastBranchEnv, _import_alfworld, cache_pddl_translation,
+                             cache_textgen_parsing, default_num_workers, visible_commands)
 
 
 class TreeMemory:
@@ -69,12 +72,12 @@ def rng_for(g: int, b: int) -> random.Random:
     return random.Random(1000 * g + b)
 
 
-def run_ours(games, branches, steps, workers):
-    "Step every branch independently on one EnvPool; (steps, stepping seconds, setup seconds, pss MB)."
+def run_ours(games, branches, steps, workers, engine="textworld"):
+    "Step every branch independently (EnvPool, or in-process for the fast engine); (steps, seconds, setup seconds, pss MB)."
     t0 = time.perf_counter()
-    pool = EnvPool(num_workers=workers)
-    pool.info()                                          # wait until the workers are up
-    groups = [EnvGroup(g, branches, steps, pool=pool) for g in games]
+    pool = EnvPool(num_workers=workers) if engine == "textworld" else None
+    if pool is not None: pool.info()                     # wait until the workers are up
+    groups = [EnvGroup(g, branches, steps, pool=pool, engine=engine) for g in games]
 
     async def play(gi, grp, start):
         async def branch(b):
@@ -94,8 +97,20 @@ def run_ours(games, branches, steps, workers):
     t1, n, t2 = asyncio.run(main())
     pss = TreeMemory().pss()
     for grp in groups: grp.close()
-    pool.close()
+    if pool is not None: pool.close()
     return n, t2 - t1, t1 - t0, pss
+
+
+def reset_seconds(games, engine):
+    "Mean seconds to load and reset one branch of a game from cold, in this process."
+    from alfworld_rl import fast_engine
+    cache_textgen_parsing(); cache_pddl_translation()    # as in the project's workers
+    total = 0.0
+    for g in games:
+        fast_engine._cache.clear()
+        env = FastBranchEnv() if engine == "fast" else BranchEnv()
+        t = time.perf_counter(); env.reset(g.game_file, 10); total += time.perf_counter() - t
+    return total / len(games)
 
 
 def run_baseline(games, branches, steps):
@@ -138,6 +153,7 @@ if __name__ == "__main__":
     ap.add_argument("--branches", type=int, default=8)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--workers", type=int, default=None, help="EnvPool workers (default: as the shared pool)")
+    ap.add_argument("--skip-batch-env", action="store_true", help="leave out TextWorld's own batch env (slow, GBs of memory)")
     a = ap.parse_args()
     games = bench_games(a.data_root, a.games)
     workers = a.workers or default_num_workers()
@@ -148,10 +164,21 @@ if __name__ == "__main__":
     ours = n / secs
     print(f"EnvPool   : {n} steps in {secs:.1f} s = {ours:.1f} steps/s (setup {setup:.1f} s); "
           f"peak RSS {mem_ours.peak:.0f} MB, PSS while stepping {pss:.0f} MB", flush=True)
-    with TreeMemory() as mem_base:
-        bn, bsecs, bsetup, bpss = run_baseline(games, a.branches, a.steps)
-    base = bn / bsecs
-    print(f"TextWorld : {bn} steps in {bsecs:.1f} s = {base:.1f} steps/s (setup {bsetup:.1f} s); "
-          f"peak RSS {mem_base.peak:.0f} MB, PSS while stepping {bpss:.0f} MB", flush=True)
+    with TreeMemory() as mem_fast:
+        fn, fsecs, fsetup, fpss = run_ours(games, a.branches, a.steps, workers, engine="fast")
+    fast = fn / fsecs
+    print(f"Fast      : {fn} steps in {fsecs:.2f} s = {fast:.1f} steps/s (setup {fsetup:.1f} s); "
+          f"peak RSS {mem_fast.peak:.0f} MB", flush=True)
+    fast_reset, tw_reset = reset_seconds(games, "fast"), reset_seconds(games, "textworld")
+    print(f"Reset (cold, one branch): fast {fast_reset:.3f} s, TextWorld {tw_reset:.3f} s", flush=True)
+    base, mem_base_peak = float("nan"), float("nan")
+    if not a.skip_batch_env:
+        with TreeMemory() as mem_base:
+            bn, bsecs, bsetup, bpss = run_baseline(games, a.branches, a.steps)
+        base, mem_base_peak = bn / bsecs, mem_base.peak
+        print(f"TextWorld : {bn} steps in {bsecs:.1f} s = {base:.1f} steps/s (setup {bsetup:.1f} s); "
+              f"peak RSS {mem_base.peak:.0f} MB, PSS while stepping {bpss:.0f} MB", flush=True)
     print(f"env_steps_per_s={ours:.2f} baseline_steps_per_s={base:.2f} "
-          f"peak_rss_mb={mem_ours.peak:.0f} baseline_peak_rss_mb={mem_base.peak:.0f}")
+          f"peak_rss_mb={mem_ours.peak:.0f} baseline_peak_rss_mb={mem_base_peak:.0f}")
+    print(f"fast_steps_per_s={fast:.1f} textworld_steps_per_s={ours:.2f} speedup={fast / ours:.1f} "
+          f"fast_reset_s={fast_reset:.3f} textworld_reset_s={tw_reset:.3f}")
