@@ -57,7 +57,7 @@ class MiniSettings:
     # evaluation
     eval_temperature: float = 0.01
     eval_games_per_batch: int = 30
-    engine: str = "textworld"            # env engine of SFT, PPO and evaluation: textworld | fast
+    engine: str = "fast"                 # env engine of SFT, PPO and evaluation: fast (exact, in-process) | textworld
 
 MINI = MiniSettings()
 SMOKE = MiniSettings(seeds=(0,), train_games=6, valid_games=2, max_episode_steps=6, max_assistant_tokens=24,

@@ -60,14 +60,14 @@ def random_transcripts(games: list, tokenizer, branches: int, max_episode_steps:
     return [(list(t.tokens), list(t.assistant_mask)) for t in batch.trajectories if t.steps]
 
 def window_turns(games: list, tokenizer, branches: int, max_episode_steps: int, max_trajectory_tokens: int,
-                 history_length: int = 2, seed: int = 0, progress: bool = True) -> list[tuple[list[int], list[int]]]:
+                 history_length: int = 2, seed: int = 0, progress: bool = True, engine: str = "textworld") -> list[tuple[list[int], list[int]]]:
     "One row per turn of `branches` random-admissible episodes per game in the window context: that turn's prompt + reply."
     from tqdm.auto import tqdm
     from alfworld_rl.policies import RandomAdmissiblePolicy
     from alfworld_rl.rollout import RolloutConfig, run_rollout
     config = RolloutConfig(group_size=branches, max_episode_steps=max_episode_steps, temperature=1.0, seed=seed,
                            max_trajectory_tokens=max_trajectory_tokens, max_assistant_tokens=min(128, max_trajectory_tokens - 1),
-                           context="window", history_length=history_length)
+                           context="window", history_length=history_length, engine=engine)
     bar = tqdm(total=len(games) * branches, desc="random play", unit="episode", disable=not progress)
     def tick(done, total): bar.update(done - bar.n)
     try: batch = run_rollout(RandomAdmissiblePolicy(tokenizer), tokenizer, games, config, progress=tick)
@@ -145,19 +145,18 @@ def train_rows(model_dir: str | os.PathLike, rows: list, steps: int, batch_size:
 def pretrain_base_model(model_dir: str | os.PathLike, games: list, branches: int, max_episode_steps: int,
                         max_trajectory_tokens: int, window_steps: int, window_batch: int, transcript_steps: int,
                         transcript_batch: int, learning_rate: float, seed: int = 0, progress: bool = True,
-                        context: str = "full", history_length: int = 2) -> dict:
+                        context: str = "full", history_length: int = 2, engine: str = "textworld") -> dict:
     "Random play on `games`, then window steps, then whole-transcript steps (at a third of the rate); returns and saves the record."
     from alfworld_rl.local_sampler import load_tokenizer
     model_dir = Path(model_dir)
     tokenizer = load_tokenizer(str(model_dir))
     t0 = time.perf_counter()
-    if context == "window":       # the prompts the agent will see are the windows themselves: no transcript pass
-        transcripts, transcript_steps = [], 0
-        windows = window_turns(games, tokenizer, branches, max_episode_steps, max_trajectory_tokens, history_length,
-                               seed, progress)
+    if context == "window":       # a "transcript" is one whole window-context prompt + its reply
+        transcripts = window_turns(games, tokenizer, branches, max_episode_steps, max_trajectory_tokens, history_length,
+                                   seed, progress, engine)
     else:
         transcripts = random_transcripts(games, tokenizer, branches, max_episode_steps, max_trajectory_tokens, seed, progress)
-        windows = turn_windows(transcripts, tokenizer.convert_tokens_to_ids("<|im_start|>"))
+    windows = turn_windows(transcripts, tokenizer.convert_tokens_to_ids("<|im_start|>"))
     t1 = time.perf_counter()
     window_losses = train_rows(model_dir, windows, window_steps, window_batch, learning_rate, seed,
                                "pretrain on windows", progress) if window_steps else []
@@ -214,9 +213,12 @@ class BaseSettings:
     branches: int = 6                      # random episodes per training game
     max_episode_steps: int = 12
     history_length: int = 2
-    steps: int = 300
-    batch_size: int = 32
+    window_steps: int = 700                # short rows first: the user message and the reply
+    window_batch: int = 64
+    prompt_steps: int = 100                # then whole window-context prompts (system prompt and tools included)
+    prompt_batch: int = 32
     learning_rate: float = 3e-3
+    engine: str = "fast"
 
 def base_quality(model_dir: str | os.PathLike, games: list, s: BaseSettings, seed: int = 0) -> dict:
     "Tool-call validity, admissible-action rate and success of the model at temperature 1 on `games` (window context)."
@@ -226,7 +228,7 @@ def base_quality(model_dir: str | os.PathLike, games: list, s: BaseSettings, see
     sampler = make_service_client("local", device="cpu").create_sampling_client(str(model_dir))
     config = RolloutConfig(group_size=2, max_episode_steps=s.max_episode_steps, max_trajectory_tokens=6000,
                            max_assistant_tokens=48, temperature=1.0, seed=seed, context="window",
-                           history_length=s.history_length)
+                           history_length=s.history_length, engine=s.engine)
     m = rollout_metrics(run_rollout(sampler, sampler.get_tokenizer(), games, config).trajectories)
     return {k: round(m[k], 4) for k in ("valid_tool_call_rate", "admissible_action_rate", "success_rate")}
 
@@ -244,16 +246,19 @@ def build_base(out: str | os.PathLike, s: BaseSettings | None = None, work_dir: 
     t1 = time.perf_counter()
     tmp = work / "model"
     build_model(tmp, {k: getattr(s, k) for k in MODEL_SIZE_KEYS}, s.model_seed)
-    record = pretrain_base_model(tmp, discover_games(data, "train"), s.branches, s.max_episode_steps, 6000, s.steps,
-                                 s.batch_size, 0, 1, s.learning_rate, s.model_seed, progress, context="window",
-                                 history_length=s.history_length)
+    record = pretrain_base_model(tmp, discover_games(data, "train"), s.branches, s.max_episode_steps, 6000,
+                                 s.window_steps, s.window_batch, s.prompt_steps, s.prompt_batch, s.learning_rate,
+                                 s.model_seed, progress, context="window", history_length=s.history_length,
+                                 engine=s.engine)
     t2 = time.perf_counter()
     quality = base_quality(tmp, discover_games(data, "valid_seen"), s)
+    last = lambda xs: round(sum(xs[-20:]) / max(1, len(xs[-20:])), 4)
     info = {"name": MINI_BASE_NAME, "settings": asdict(s), "parameters": count_parameters(tmp), "quality": quality,
-            "rows": record["windows"], "final_loss": round(sum(record["window_losses"][-20:]) / min(20, len(record["window_losses"])), 4),
+            "rows": record["windows"], "final_loss": {"windows": last(record["window_losses"]),
+                                                     "prompts": last(record["transcript_losses"])},
             "seconds": {"games": round(t1 - t0, 1), "random_play": record["seconds"]["random_play"],
-                        "pretraining": record["seconds"]["windows"], "quality": round(time.perf_counter() - t2, 1),
-                        "total": round(time.perf_counter() - t0, 1)}}
+                        "pretraining": round(record["seconds"]["windows"] + record["seconds"]["transcripts"], 1),
+                        "quality": round(time.perf_counter() - t2, 1), "total": round(time.perf_counter() - t0, 1)}}
     (tmp / "base.json").write_text(json.dumps(info, indent=1) + "\n")
     out.parent.mkdir(parents=True, exist_ok=True)
     if out.exists(): shutil.rmtree(out)
