@@ -359,11 +359,15 @@ def create_sampling_client(self, model_path: str):
     return self.service.create_sampling_client(self.base_model, model_path=model_path)
 
 def close(self) -> None:
-    "Accepted for compatibility with older examples; does nothing."
+    "Finish the queued operations, then stop the worker thread (idempotent); later calls fail."
+    self._pool.shutdown(wait=True, cancel_futures=False)
+
+def __enter__(self): return self
+def __exit__(self, *exc) -> None: self.close()
 
 for _f in (forward_backward, forward, optim_step, save_state, save_weights_for_sampler, load_state,
            load_state_with_optimizer, _current_sampler, save_weights_and_get_sampling_client,
-           create_sampling_client, close):
+           create_sampling_client, close, __enter__, __exit__):
     setattr(LocalTrainingClient, _f.__name__, _f)
 
 def _async_twin(name):
