@@ -67,3 +67,34 @@ def test_sampler_logprobs_move_with_the_learner(wide_model, tmp_path, dtype):
     learner_gain, sampler_gain = sum(learner_end) - sum(learner[0]), sum(end) - sum(start)
     assert learner_gain > 0.5, learner_gain                                  # the update did something
     assert abs(sampler_gain - learner_gain) < 0.15 * learner_gain, (sampler_gain, learner_gain)
+
+
+def merged_in_run_dtype(tc):
+    "What the sampler used to serve: a copy of the model with the LoRA merged into the base weights in the run's dtype."
+    import copy
+    with torch.no_grad(): return copy.deepcopy(tc.peft).merge_and_unload().eval()
+
+
+def test_small_lora_delta_reaches_the_sampler_in_bfloat16(wide_model, tmp_path):
+    "A LoRA delta below bfloat16's resolution of the base weights: the sampler sees it, a bf16 merge would not."
+    with make_service_client("local", device="cpu", dtype="bfloat16", checkpoint_root=tmp_path) as svc:
+        tc = svc.create_lora_training_client(wide_model, rank=32, seed=0)
+        g = torch.Generator().manual_seed(0)
+        with torch.no_grad():                      # what a few updates at a small learning rate leave in B
+            for name, p in tc.peft.named_parameters():
+                if "lora_B" in name: p.copy_(1e-4 * torch.randn(p.shape, generator=g))
+        prompt, cont = list(range(10, 40)), list(range(200, 216))
+        d = datum(prompt, cont, [0.0] * len(cont))
+        learner = torch.tensor(tc.forward([d], "ppo", CLIP).result(120).loss_fn_outputs[0]["logprobs"].tolist()[-len(cont):])
+        with tc.save_weights_and_get_sampling_client() as sc:
+            sampler = torch.tensor(sc.compute_logprobs(ModelInput.from_ints(prompt + cont)).result(120)[-len(cont):])
+        with svc.create_sampling_client(wide_model) as base_sc:
+            base = torch.tensor(base_sc.compute_logprobs(ModelInput.from_ints(prompt + cont)).result(120)[-len(cont):])
+        merged = merged_in_run_dtype(tc)
+        with torch.no_grad():
+            lp = merged(input_ids=torch.tensor([prompt + cont])).logits[0, :-1].float().log_softmax(-1)
+        old_way = lp.gather(1, torch.tensor(prompt + cont)[1:, None])[-len(cont):, 0]
+    effect = (learner - base).abs().mean()
+    assert effect > 0.002, effect                                  # the delta matters to the learner
+    assert (sampler - learner).abs().mean() < 0.2 * effect, ((sampler - learner).abs().mean(), effect)
+    assert (old_way - learner).abs().mean() > 0.5 * effect, ((old_way - learner).abs().mean(), effect)   # the old sampler lagged
