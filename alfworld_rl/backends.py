@@ -4,15 +4,14 @@
 
 # %% ../nbs/24_backends.ipynb #57a239e6
 from __future__ import annotations
-import os
+import os, weakref
 from pathlib import Path
 
 from .core import UserError
 
 # %% auto #0
 __all__ = ['DEFAULT_CHECKPOINT_ROOT', 'BACKENDS', 'DTYPE_CHOICES', 'check_device_flags', 'LocalServiceClient',
-           'create_lora_training_client', 'create_sampling_client', 'create_training_client_from_state',
-           'create_training_client_from_state_with_optimizer', 'make_service_client']
+           'make_service_client']
 
 # %% ../nbs/24_backends.ipynb #38ddae9b
 DEFAULT_CHECKPOINT_ROOT = Path("runs") / "local-checkpoints"
@@ -37,6 +36,7 @@ class LocalServiceClient:
         self.checkpoint_root = Path(checkpoint_root) if checkpoint_root is not None else DEFAULT_CHECKPOINT_ROOT
         self.sampler_kw = sampler_kw
         self._tokenizers, self._base_models = {}, {}
+        self._clients = weakref.WeakSet()          # every client made here, closed by `close`
 
     def get_tokenizer(self, base_model: str = "tiny-qwen3"):
         "The tokenizer of `base_model` (cached)."
@@ -58,52 +58,70 @@ class LocalServiceClient:
     def _sampling_client_for(self, model, base_model: str, model_path: str | None):
         "A sampling client serving `model`."
         from alfworld_rl.local_sampler import LocalSamplingClient
-        return LocalSamplingClient(model, self.get_tokenizer(base_model), base_model, model_path, **self.sampler_kw)
+        sc = LocalSamplingClient(model, self.get_tokenizer(base_model), base_model, model_path, **self.sampler_kw)
+        self._clients.add(sc)
+        return sc
 
-# %% ../nbs/24_backends.ipynb #dff74b47
-def create_lora_training_client(self, base_model: str, rank: int = 32, seed: int | None = None, train_mlp: bool = True,
-                                train_attn: bool = True, train_unembed: bool = True, *, lora_alpha: float | None = None,
-                                target_modules: list[str] | None = None, microbatch_tokens: int = 16384):
-    "A new LoRA training client on `base_model`."
-    from alfworld_rl.local_trainer import LocalTrainingClient
-    return LocalTrainingClient(self, base_model, rank, seed, train_mlp, train_attn, train_unembed,
-                               lora_alpha=lora_alpha, target_modules=target_modules, microbatch_tokens=microbatch_tokens)
+    def create_lora_training_client(self, base_model: str, rank: int = 32, seed: int | None = None,
+                                    train_mlp: bool = True, train_attn: bool = True, train_unembed: bool = True, *,
+                                    lora_alpha: float | None = None, target_modules: list[str] | None = None,
+                                    microbatch_tokens: int = 16384):
+        "A new LoRA training client on `base_model`."
+        from alfworld_rl.local_trainer import LocalTrainingClient
+        tc = LocalTrainingClient(self, base_model, rank, seed, train_mlp, train_attn, train_unembed,
+                                 lora_alpha=lora_alpha, target_modules=target_modules,
+                                 microbatch_tokens=microbatch_tokens)
+        self._clients.add(tc)
+        return tc
 
-def create_sampling_client(self, base_model: str, model_path: str | None = None):
-    "A sampling client for `base_model`, or for the sampler (or state) checkpoint directory `model_path`."
-    from alfworld_rl.local_trainer import load_sampler_model
-    if model_path is None: return self._sampling_client_for(self._base_model(base_model), base_model, None)
-    model = load_sampler_model(base_model, model_path, self.device, self.dtype)
-    return self._sampling_client_for(model, base_model, str(model_path))
+    def create_sampling_client(self, base_model: str, model_path: str | None = None):
+        "A sampling client for `base_model`, or for the sampler (or state) checkpoint directory `model_path`."
+        from alfworld_rl.local_trainer import load_sampler_model
+        if model_path is None: return self._sampling_client_for(self._base_model(base_model), base_model, None)
+        model = load_sampler_model(base_model, model_path, self.device, self.dtype)
+        return self._sampling_client_for(model, base_model, str(model_path))
 
-def _from_state(self, path: str, with_optimizer: bool):
-    "A training client with the settings and weights (and optimizer) of a `save_state` directory."
-    from alfworld_rl.local_trainer import read_checkpoint_info
-    info = read_checkpoint_info(path, "state")
-    tc = self.create_lora_training_client(info["base_model"], info["rank"], info["seed"], info["train_mlp"],
-                                          info["train_attn"], info["train_unembed"], lora_alpha=info["alpha"],
-                                          target_modules=info["target_modules"])
-    (tc.load_state_with_optimizer(path) if with_optimizer else tc.load_state(path)).result()
-    return tc
+    def create_training_client_from_state(self, path: str):
+        "A training client with the weights of a `save_state` checkpoint (fresh optimizer)."
+        return self._from_state(path, with_optimizer=False)
 
-def create_training_client_from_state(self, path: str):
-    "A training client with the weights of a `save_state` checkpoint (fresh optimizer)."
-    return _from_state(self, path, False)
+    def create_training_client_from_state_with_optimizer(self, path: str):
+        "A training client with the weights, optimizer state and step of a `save_state` checkpoint."
+        return self._from_state(path, with_optimizer=True)
 
-def create_training_client_from_state_with_optimizer(self, path: str):
-    "A training client with the weights, optimizer state and step of a `save_state` checkpoint."
-    return _from_state(self, path, True)
+    def _from_state(self, path: str, with_optimizer: bool):
+        "A training client with the settings and weights (and optimizer) of a `save_state` directory."
+        from alfworld_rl.local_trainer import read_checkpoint_info
+        info = read_checkpoint_info(path, "state")
+        tc = self.create_lora_training_client(info["base_model"], info["rank"], info["seed"], info["train_mlp"],
+                                              info["train_attn"], info["train_unembed"], lora_alpha=info["alpha"],
+                                              target_modules=info["target_modules"])
+        (tc.load_state_with_optimizer(path) if with_optimizer else tc.load_state(path)).result()
+        return tc
 
-def _twin(name):
-    "An `async` twin of the creation method `name` (returns the client)."
-    async def method(self, *args, **kwargs): return getattr(self, name)(*args, **kwargs)
-    method.__name__, method.__doc__ = f"{name}_async", f"`{name}`, awaited."
-    return method
+    async def create_lora_training_client_async(self, *args, **kwargs):
+        "`create_lora_training_client`, awaited."
+        return self.create_lora_training_client(*args, **kwargs)
 
-for _f in (create_lora_training_client, create_sampling_client, create_training_client_from_state,
-           create_training_client_from_state_with_optimizer):
-    setattr(LocalServiceClient, _f.__name__, _f)
-    setattr(LocalServiceClient, f"{_f.__name__}_async", _twin(_f.__name__))
+    async def create_sampling_client_async(self, *args, **kwargs):
+        "`create_sampling_client`, awaited."
+        return self.create_sampling_client(*args, **kwargs)
+
+    async def create_training_client_from_state_async(self, path: str):
+        "`create_training_client_from_state`, awaited."
+        return self.create_training_client_from_state(path)
+
+    async def create_training_client_from_state_with_optimizer_async(self, path: str):
+        "`create_training_client_from_state_with_optimizer`, awaited."
+        return self.create_training_client_from_state_with_optimizer(path)
+
+    def close(self) -> None:
+        "Close every sampling and training client made here: their worker threads end (idempotent)."
+        for client in list(self._clients): client.close()
+
+    def __enter__(self): return self
+    def __exit__(self, *exc) -> None: self.close()
+
 
 # %% ../nbs/24_backends.ipynb #47b21121
 def make_service_client(backend: str = "local", **kwargs):

@@ -4,7 +4,7 @@
 
 # %% ../nbs/21_local_sampler.ipynb #c6d9d56a
 from __future__ import annotations
-import copy, inspect, queue, random, threading, time, uuid, weakref
+import atexit, copy, inspect, queue, random, threading, time, uuid, weakref
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +19,7 @@ from .tiny_model import TINY_MODEL_NAME, MINI_BASE_NAME, mini_base_path, tiny_qw
 
 # %% auto #0
 __all__ = ['DTYPES', 'resolve_device', 'resolve_dtype', 'resolve_model_path', 'load_tokenizer', 'load_causal_lm', 'choose_tokens',
-           'LocalSamplingClient']
+           'SamplerClosed', 'LocalSamplingClient']
 
 # %% ../nbs/21_local_sampler.ipynb #c78681c5
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -80,21 +80,37 @@ def load_causal_lm(base_model: str, device: torch.device, dtype: torch.dtype):
     return model.to(device).eval()
 
 # %% ../nbs/21_local_sampler.ipynb #b3968979
+def _nucleus_fits(probs: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor) -> bool:
+    "True if the `m` sorted probabilities `probs` [B, m] hold every row's top-k / top-p set."
+    m = probs.shape[-1]
+    k_ok = (top_k > 0) & (top_k <= m)
+    p_ok = probs.sum(-1) >= top_p
+    return bool((k_ok | p_ok).all())
+
 def choose_tokens(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor,
                   u: torch.Tensor) -> torch.Tensor:
     "One token per row of `logits` [B, V] by inverse-CDF sampling with per-row temperature/top-k/top-p and uniforms `u` [B]."
     logits = logits.float()
     greedy = logits.argmax(-1)
     scaled = logits / temperature.clamp_min(1e-6)[:, None]
-    sorted_logits, order = scaled.sort(-1, descending=True)
-    probs = sorted_logits.softmax(-1)
     V = logits.shape[-1]
+    if bool((top_p >= 1).all()) and bool(((top_k <= 0) | (top_k >= V)).all()):    # nothing cut off: no sort
+        cdf = scaled.softmax(-1).cumsum(-1)
+        idx = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True).clamp(max=V - 1)
+        return torch.where(temperature == 0, greedy, idx.squeeze(1))
+    log_z = scaled.logsumexp(-1, keepdim=True)
+    m = min(V, max(64, int(top_k.max())))
+    while True:                                # the m most likely tokens, until every row's kept set fits
+        top_logits, order = scaled.topk(m, -1)
+        probs = (top_logits - log_z).exp()
+        if m == V or _nucleus_fits(probs, top_k, top_p): break
+        m = min(V, 2 * m)
     k = torch.where(top_k > 0, top_k, torch.full_like(top_k, V))
-    keep = torch.arange(V, device=logits.device)[None, :] < k[:, None]
+    keep = torch.arange(m, device=logits.device)[None, :] < k[:, None]
     keep &= (probs.cumsum(-1) - probs) < top_p[:, None]
     keep[:, 0] = True
     cdf = (probs * keep).cumsum(-1)
-    idx = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True).clamp(max=V - 1)
+    idx = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True).clamp(max=m - 1)
     sampled = order.gather(1, idx).squeeze(1)
     return torch.where(temperature == 0, greedy, sampled)
 
@@ -166,6 +182,22 @@ def _select_rows(cache, keep: torch.Tensor, trim: int) -> None:
         layer.values = layer.values[keep, :, trim:].contiguous()
 
 # %% ../nbs/21_local_sampler.ipynb #1699a5e5
+class SamplerClosed(RuntimeError):
+    "A request to a sampling client that was closed (or is closing because the process ends)."
+
+def _resolve(future: Future, result=None, error: BaseException | None = None) -> None:
+    "Settle `future` with `result` (or `error`) unless its caller has cancelled it or it is already settled."
+    if future.done(): return
+    try: future.set_exception(error) if error is not None else future.set_result(result)
+    except Exception: pass             # cancelled between the check and the call (InvalidStateError)
+
+_LIVE_ENGINES: weakref.WeakSet = weakref.WeakSet()
+
+@atexit.register
+def _stop_live_engines() -> None:
+    "At interpreter exit, stop every engine still serving and join its thread (torch must not be killed mid-step)."
+    for engine in list(_LIVE_ENGINES): engine.stop()
+
 class _Engine:
     "A model served by a worker thread that batches queued requests."
     def __init__(self, model, tokenizer, max_batch_rows: int = 64, batch_window_s: float = 0.002,
@@ -184,42 +216,52 @@ class _Engine:
         if isinstance(im_end, int) and im_end != tokenizer.unk_token_id: ids.add(im_end)
         self.default_stop_ids = ids
         self.queue: queue.Queue = queue.Queue()
+        self.closed = threading.Event()
         self.thread = threading.Thread(target=self._serve, name="local-sampler", daemon=True)
+        _LIVE_ENGINES.add(self)
         self.thread.start()
 
     def submit(self, req: _Request) -> Future:
         "Queue `req`; its future resolves when the worker has served it."
+        if self.closed.is_set(): raise SamplerClosed("this sampling client is closed")
         self.queue.put(req)
         return req.future
 
-    def stop(self) -> None:
-        "Ask the worker thread to finish."
+    def stop(self, timeout: float = 60.0) -> None:
+        "Stop the worker: requests still queued or decoding fail with `SamplerClosed`; wait for the thread to end."
+        self.closed.set()
         self.queue.put(None)
+        if self.thread.is_alive() and threading.current_thread() is not self.thread: self.thread.join(timeout)
+        _LIVE_ENGINES.discard(self)
 
     def _serve(self) -> None:
         "Worker loop: collect requests arriving within the batch window and serve them together."
         if self.device.type == "cpu" and self.cpu_threads: torch.set_num_threads(self.cpu_threads)   # this thread only
-        while True:
+        while not self.closed.is_set():
             req = self.queue.get()
-            if req is None: return
-            batch, rows, closing = [req], req.num_samples, False
+            if req is None: break
+            batch, rows = [req], req.num_samples
             deadline = time.monotonic() + self.batch_window_s
             while rows < self.max_batch_rows:
                 wait = deadline - time.monotonic()
                 try: nxt = self.queue.get(timeout=wait) if wait > 0 else self.queue.get_nowait()
                 except queue.Empty: break
-                if nxt is None: closing = True; break
+                if nxt is None: break
                 batch.append(nxt); rows += nxt.num_samples
             try:
                 with torch.inference_mode(): self._serve_batch(batch)
             except BaseException as e:
-                for r in batch:
-                    if not r.future.done(): r.future.set_exception(e)
-            if closing: return
+                for r in batch: _resolve(r.future, error=e)
+        self.closed.set()
+        while True:                     # fail whatever is still queued
+            try: req = self.queue.get_nowait()
+            except queue.Empty: break
+            if req is not None: _resolve(req.future, error=SamplerClosed("the sampling client was closed"))
 
     def _forward(self, ids, cache, **kw):
         "One forward pass that extends `cache`."
         return self.model(input_ids=ids, use_cache=True, **{self.cache_arg: cache}, **kw)
+
 
 # %% ../nbs/21_local_sampler.ipynb #7daac236
 def _prefill(self, tokens: list[int], want_prompt: bool, topk: int = 0):
@@ -287,7 +329,7 @@ def _serve_batch(self, batch: list[_Request]) -> None:
         want = req.kind == "logprobs" or req.prompt_logprobs or req.topk_prompt_logprobs > 0
         cache, last, plps, topks = self._prefill(req.prompt, want, req.topk_prompt_logprobs)
         if req.kind == "logprobs":
-            req.future.set_result(plps); continue
+            _resolve(req.future, plps); continue
         extras[id(req)] = (plps, topks)
         stop_ids, stop_strings = _stop_sets(req.params, self.default_stop_ids)
         for j in range(req.num_samples):
@@ -307,7 +349,7 @@ def _serve_batch(self, batch: list[_Request]) -> None:
         plps, topks = extras[id(req)]
         seqs = [SampleSequence(stop_reason=r.stop_reason, tokens=r.tokens, logprobs=r.logprobs,
                                text=self.tokenizer.decode(r.tokens) if req.return_text else None) for r in req_rows]
-        req.future.set_result(SampleResponse(
+        _resolve(req.future, SampleResponse(
             sequences=seqs, prompt_logprobs=plps if req.prompt_logprobs else [],
             topk_prompt_logprobs=topks if req.topk_prompt_logprobs else [],
             input_tokens=len(req.prompt), output_tokens=sum(len(r.tokens) for r in req_rows)))
@@ -340,6 +382,7 @@ def _decode(self, rows: list[_Row], caches: list) -> None:
     top_p = torch.tensor([float(r.req.params.top_p) for r in rows], device=dev)
     active = list(rows)
     while True:
+        if self.closed.is_set(): raise SamplerClosed("the sampling client was closed while it was decoding")
         u = torch.cat([torch.rand(1, generator=r.gen, device=dev) for r in active])
         toks = choose_tokens(logits, temp, top_k, top_p, u)
         lps = logits.float().log_softmax(-1).gather(1, toks[:, None])[:, 0]
@@ -347,8 +390,9 @@ def _decode(self, rows: list[_Row], caches: list) -> None:
         for i, (r, t, lp) in enumerate(zip(active, toks.tolist(), lps.tolist())):
             r.tokens.append(t); r.logprobs.append(lp)
             r.stop_reason = self._finished(r, t)
+            if r.stop_reason is None and r.req.future.cancelled(): r.stop_reason = "cancelled"   # its caller is gone
             if r.stop_reason is None: keep.append(i)
-            elif stackable:
+            elif stackable and r.stop_reason != "cancelled":
                 pad = int((mask[i] == 0).sum())
                 self._store_prefix(r.req.prompt + r.tokens[:-1],
                                    [(l.keys[i:i + 1, :, pad:].clone(), l.values[i:i + 1, :, pad:].clone()) for l in cache.layers])
@@ -375,7 +419,14 @@ class LocalSamplingClient:
         self.model_id = base_model if model_path is None else str(model_path)
         self.sampling_run_cuid = f"local_{uuid.uuid4().hex[:12]}"
         self._engine = _Engine(model, tokenizer, **engine_kw)
-        weakref.finalize(self, self._engine.stop)
+        self._finalizer = weakref.finalize(self, self._engine.stop)
+
+    def close(self) -> None:
+        "Stop serving: pending requests fail with `SamplerClosed`, the worker thread ends (idempotent)."
+        self._finalizer()
+
+    def __enter__(self): return self
+    def __exit__(self, *exc) -> None: self.close()
 
     def _prompt_ids(self, prompt: ModelInput) -> list[int]:
         "Validated token ids of `prompt`."

@@ -22,9 +22,9 @@ from .local_sampler import load_causal_lm
 
 # %% auto #0
 __all__ = ['SUPPORTED_LOSSES', 'NAME_RE', 'token_losses', 'target_logprobs', 'common_prefix_length', 'backbone_hidden',
-           'lora_targets', 'add_lora', 'untie_output_embeddings', 'checkpoint_name', 'read_checkpoint_info',
-           'load_sampler_model', 'LocalTrainingClient', 'forward_backward', 'forward', 'optim_step', 'save_state',
-           'save_weights_for_sampler', 'load_state', 'load_state_with_optimizer',
+           'lora_targets', 'add_lora', 'checkpoint_name', 'read_checkpoint_info', 'load_sampler_model',
+           'LocalTrainingClient', 'agreement_metrics', 'forward_backward', 'forward', 'optim_step', 'save_state',
+           'save_weights_for_sampler', 'load_state', 'load_state_with_optimizer', 'sampling_snapshot',
            'save_weights_and_get_sampling_client', 'create_sampling_client', 'close']
 
 # %% ../nbs/22_local_trainer.ipynb #e8c0016f
@@ -127,17 +127,10 @@ def add_lora(model, rank: int, alpha: float, target_modules: list[str], seed: in
     from peft import LoraConfig, get_peft_model
     cfg = LoraConfig(r=rank, lora_alpha=alpha, target_modules=list(target_modules), lora_dropout=0.0, bias="none")
     with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*tie_word_embeddings.*")   # handled by `untie_output_embeddings`
+        warnings.filterwarnings("ignore", message=".*tie_word_embeddings.*")   # never merged: sharing is harmless
         torch.manual_seed(seed)
         return get_peft_model(model, cfg)
 
-def untie_output_embeddings(lm) -> None:
-    "Give `lm`'s output layer its own copy of a weight shared with the input embeddings (before merging a LoRA into it)."
-    head, emb = lm.get_output_embeddings(), lm.get_input_embeddings()
-    base = getattr(head, "base_layer", head)
-    if base.weight.data_ptr() == emb.weight.data_ptr():
-        base.weight = torch.nn.Parameter(base.weight.detach().clone(), requires_grad=False)
-    lm.config.tie_word_embeddings = False
 
 # %% ../nbs/22_local_trainer.ipynb #84b7a913
 NAME_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9_-])?$")
@@ -168,7 +161,8 @@ def read_checkpoint_info(path: str | Path, kind: str) -> dict:
 
 # %% ../nbs/22_local_trainer.ipynb #0ea432cc
 def load_sampler_model(base_model: str, model_path: str | Path, device, dtype):
-    "The base model with the sampler adapter at `model_path` merged in (eval mode)."
+    "The base model with the sampler adapter at `model_path` applied unmerged (float32 adapter), in eval mode."
+    import warnings
     from peft import PeftModel
     info = read_checkpoint_info(model_path, "sampler") if not (Path(str(model_path)) / "trainer_state.json").exists() \
         else read_checkpoint_info(model_path, "state")
@@ -176,9 +170,10 @@ def load_sampler_model(base_model: str, model_path: str | Path, device, dtype):
         raise ValidationError(f"{model_path} holds weights for base model {info['base_model']!r}, not {base_model!r}",
                               code="validation.base_model_mismatch")
     base = load_causal_lm(base_model, device, dtype)
-    untie_output_embeddings(base)
-    merged = PeftModel.from_pretrained(base, str(model_path)).merge_and_unload()
-    return merged.eval().requires_grad_(False)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*tie_word_embeddings.*")   # nothing is merged: sharing is harmless
+        model = PeftModel.from_pretrained(base, str(model_path), autocast_adapter_dtype=True)
+    return model.get_base_model().eval().requires_grad_(False)
 
 # %% ../nbs/22_local_trainer.ipynb #d563caa0
 class LocalTrainingClient:
@@ -240,7 +235,7 @@ def _run_loss(self, data: list[Datum], loss_fn: str, loss_fn_config: dict | None
     samples = [s for chunk in plan.chunks for s in chunk.samples]
     total = plan.totals.total_active_tokens
     dev = next(self.peft.parameters()).device
-    outputs, loss_sum = [None] * len(samples), 0.0
+    outputs, loss_sum, agree = [None] * len(samples), 0.0, []
     self.started = self.started or backward
     self.peft.train(backward)
     for group in _microbatches([s.input_length for s in samples], self.microbatch_tokens):
@@ -256,16 +251,29 @@ def _run_loss(self, data: list[Datum], loss_fn: str, loss_fn_config: dict | None
             for i, t, lp in zip(group, targets, lps):
                 s, active = samples[i], (t != -100).to(dev)
                 if name == "cross_entropy": per = token_losses(name, lp, weights=_shift(s.weights, auto_shift, dev))
-                else: per = token_losses(name, lp, _shift(s.logprobs, auto_shift, dev), _shift(s.advantages, auto_shift, dev),
-                                         clip_low=lo, clip_high=hi)
+                else:
+                    old, adv = _shift(s.logprobs, auto_shift, dev), _shift(s.advantages, auto_shift, dev)
+                    per = token_losses(name, lp, old, adv, clip_low=lo, clip_high=hi)
+                    sampled = active & ((adv != 0) | (old != 0))          # tokens that carry a sampler logprob
+                    agree.append((lp.detach() - old)[sampled].float().cpu())
                 group_loss = group_loss + (per * active).sum()
                 lp_out = lp.detach().float().cpu()
                 if auto_shift: lp_out = torch.cat([torch.zeros(1), lp_out[:-1]])
                 outputs[i] = {"logprobs": TensorData(data=lp_out.tolist(), dtype="float32", shape=[len(lp_out)])}
             if backward and total > 0: (group_loss / total).backward()
         loss_sum += float(group_loss.detach())
-    return ForwardBackwardOutput(loss_fn_outputs=outputs, metrics={
-        "loss_sum": loss_sum, "loss_mean": loss_sum / total if total else 0.0, "token_count": float(total)})
+    metrics = {"loss_sum": loss_sum, "loss_mean": loss_sum / total if total else 0.0, "token_count": float(total)}
+    metrics.update(agreement_metrics(torch.cat(agree) if agree else torch.zeros(0), lo, hi))
+    return ForwardBackwardOutput(loss_fn_outputs=outputs, metrics=metrics)
+
+def agreement_metrics(diff: torch.Tensor, clip_low: float, clip_high: float) -> dict:
+    "How far the learner's logprobs of sampled tokens are from the sampler's (`diff` = learner - sampler, per token)."
+    if diff.numel() == 0: return {}
+    ratio = diff.double().exp()
+    return {"train/logprob_diff_abs_mean": float(diff.abs().mean()), "train/logprob_diff_mean": float(diff.mean()),
+            "train/ratio_mean": float(ratio.mean()), "train/ratio_max": float(ratio.max()),
+            "train/clip_fraction": float(((ratio < clip_low) | (ratio > clip_high)).double().mean()),
+            "train/sampled_tokens": float(diff.numel())}
 
 def _loss_positions(sample, name: str, auto_shift: bool) -> torch.Tensor:
     "The positions whose loss is not zero by construction (non-zero weight, or non-zero advantage)."
@@ -391,13 +399,15 @@ def load_state_with_optimizer(self, path: str) -> APIFuture[dict]:
     "Load adapter weights, optimizer state and step of a `save_state` checkpoint."
     return self._submit(self._load_state, path, True)
 
+def sampling_snapshot(peft_model):
+    "The model of `peft_model` with a frozen copy of its LoRA weights, sharing every frozen base weight (unmerged)."
+    shared = {id(p): p for p in peft_model.parameters() if not p.requires_grad}
+    with torch.no_grad(): clone = copy.deepcopy(peft_model, memo=shared)
+    return clone.get_base_model().eval().requires_grad_(False)
+
 def _current_sampler(self):
-    "A sampling client over a merged copy of the current weights."
-    with torch.no_grad():
-        clone = copy.deepcopy(self.peft)
-        untie_output_embeddings(clone.get_base_model())
-        merged = clone.merge_and_unload()
-    return self.service._sampling_client_for(merged.eval().requires_grad_(False), self.base_model, self.model_alias)
+    "A sampling client that computes with exactly the current weights: base shared, LoRA copied and kept unmerged."
+    return self.service._sampling_client_for(sampling_snapshot(self.peft), self.base_model, self.model_alias)
 
 def save_weights_and_get_sampling_client(self):
     "A sampling client for the current weights (after all queued operations)."
@@ -408,11 +418,15 @@ def create_sampling_client(self, model_path: str):
     return self.service.create_sampling_client(self.base_model, model_path=model_path)
 
 def close(self) -> None:
-    "Accepted for compatibility with older examples; does nothing."
+    "Finish the queued operations, then stop the worker thread (idempotent); later calls fail."
+    self._pool.shutdown(wait=True, cancel_futures=False)
+
+def __enter__(self): return self
+def __exit__(self, *exc) -> None: self.close()
 
 for _f in (forward_backward, forward, optim_step, save_state, save_weights_for_sampler, load_state,
            load_state_with_optimizer, _current_sampler, save_weights_and_get_sampling_client,
-           create_sampling_client, close):
+           create_sampling_client, close, __enter__, __exit__):
     setattr(LocalTrainingClient, _f.__name__, _f)
 
 def _async_twin(name):

@@ -229,6 +229,9 @@ class Trainer:
         self.timings["time/train_s"] = time.perf_counter() - t
         out = {"train/loss": fb_out.metrics.get("loss_mean"), "train/loss_sum": fb_out.metrics.get("loss_sum"),
                "train/token_count": fb_out.metrics.get("token_count")}
+        # the backend's own train/* metrics: on the local backend, how far the learner's logprobs of the sampled
+        # tokens are from the sampler's (train/logprob_diff_abs_mean, train/ratio_mean, train/ratio_max, train/clip_fraction)
+        out.update({k: v for k, v in fb_out.metrics.items() if k.startswith("train/")})
         for k, v in (getattr(opt_out, "metrics", None) or {}).items(): out[f"optim/{k}"] = v
         return out
 

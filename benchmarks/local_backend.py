@@ -106,10 +106,15 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if min(args.trajectories, args.turns, args.max_tokens, args.train_datums, args.train_length, args.repeats) < 1:
         ap.error("all counts must be >= 1")
-    tmp = tempfile.TemporaryDirectory()
+    with tempfile.TemporaryDirectory() as tmp, \
+            make_service_client("local", device=args.device, checkpoint_root=Path(tmp) / "ckpt") as svc:
+        return run_all(args, svc, Path(tmp))
+
+
+def run_all(args, svc, tmp: Path) -> int:
+    "Run the sampling and training measurements with `svc`; every client is closed with `svc`."
     base_model = {"tiny": "tiny-qwen3", "mid": None}.get(args.model, args.model)
-    if base_model is None: base_model = build_mid_model(Path(tmp.name) / "mid")
-    svc = make_service_client("local", device=args.device, checkpoint_root=Path(tmp.name) / "ckpt")
+    if base_model is None: base_model = build_mid_model(tmp / "mid")
     tok = svc.get_tokenizer(base_model)
     sc = svc.create_sampling_client(base_model)
     prompt, obs = first_prompt(tok), tok.encode("<|im_end|>\n<|im_start|>user\n<tool_response>\n" + OBSERVATION +
