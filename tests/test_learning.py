@@ -41,7 +41,8 @@ def test_one_ppo_update_from_the_shipped_base_follows_the_advantages(small_data_
     after_sampler = tc.save_weights_and_get_sampling_client()
     moved = np.array([reply_logprob(after_sampler, d) for d in datums]) - np.array(before)
     adv = np.array(advantages)
-    agree = np.mean(np.sign(moved) == np.sign(adv))
     assert float(adv @ moved) > 0, (adv, moved)                              # the objective went up
-    assert agree >= 0.75, (agree, adv, moved)                                # and reply by reply, mostly
+    # replies with a positive advantage gained more logprob than those with a negative one (all replies share the
+    # tool-call format, so both sets can move the same way; what the update must do is separate them)
+    assert moved[adv > 0].mean() > moved[adv < 0].mean() + 1e-3, (adv, moved)
     assert np.abs(moved).max() > 1e-3                                        # it did move
