@@ -18,7 +18,7 @@ from .train_config import (TrainConfig, add_train_arguments, given_settings, res
 __all__ = ['AUTO_GENERATE', 'STOP_FILE', 'step_seed', 'split_has_games', 'load_training_games', 'read_checkpoints', 'rewind_run',
            'token_cost', 'numeric_metrics', 'SwanLabLog', 'make_service', 'restore_training_client', 'start_from_state',
            'sample_record', 'Trainer', 'train', 'report_template', 'forward_interrupts', 'run_report',
-           'cli_train_parser', 'cli_train', 'ScoredPolicy']
+           'cli_train_parser', 'cli_train']
 
 # %% ../nbs/40_train.ipynb #f25fb73e
 def step_seed(seed: int, step: int) -> int:
@@ -383,21 +383,3 @@ def cli_train(args) -> int:
         print(f"Report: {out}", flush=True)
     print(f"Metrics: {config.run_dir / 'metrics.jsonl'}", flush=True)
     return 0
-
-# %% ../nbs/40_train.ipynb #71b33ac0
-class ScoredPolicy:
-    "A sampler whose replies come from scripted `policy` and whose logprobs come from `sampler` (the model)."
-    def __init__(self, policy, sampler):
-        self.policy, self.sampler = policy, sampler
-
-    def get_tokenizer(self): return self.policy.get_tokenizer()
-
-    async def sample_async(self, prompt, num_samples: int = 1, sampling_params=None, **kwargs):
-        "The policy's replies to `prompt`, each token's logprob replaced by the model's."
-        from pytrio import ModelInput
-        resp = await self.policy.sample_async(prompt, num_samples, sampling_params)
-        ids = prompt.to_ints()
-        for seq in resp.sequences:
-            lps = await self.sampler.compute_logprobs_async(ModelInput.from_ints(ids + list(seq.tokens)))
-            seq.logprobs = [float(lp) for lp in lps[len(ids):]]
-        return resp

@@ -127,7 +127,7 @@ _HELP = {
     "max_steps": "number of PPO updates",
     "games_per_batch": "games per update",
     "group_size": "branches (trajectories) per game; advantages are relative to the group",
-    "max_episode_steps": "environment steps per trajectory",
+    "max_episode_steps": "turns per trajectory (every reply counts, malformed tool calls too)",
     "max_trajectory_tokens": "token budget of a whole trajectory",
     "max_assistant_tokens": "tokens per assistant turn",
     "temperature": "sampling temperature during rollouts",

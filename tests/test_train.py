@@ -143,7 +143,8 @@ class ScriptedTrainer:
     "Factory for a Trainer whose rollouts use scripted replies scored by the model being trained."
     @staticmethod
     def make(config):
-        from alfworld_rl.train import Trainer, ScoredPolicy
+        from alfworld_rl.train import Trainer
+        from alfworld_rl.policies import ScoredPolicy
         from alfworld_rl.policies import ExpertPolicy, MalformedPolicy, MixedPolicy
 
         class _Trainer(Trainer):
