@@ -340,10 +340,8 @@ def report_template(name: str) -> Path:
 def execute_report(name: str, output: str | os.PathLike, parameters: dict) -> Path:
     "Execute report template `name` with papermill into `output` (cwd: the current directory)."
     import papermill as pm
-    output = Path(output); output.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        pm.execute_notebook(str(report_template(name)), str(output), parameters=parameters, kernel_name="python3",
-                            progress_bar=False, cwd=os.getcwd())
+    from alfworld_rl.output import execute_notebook
+    try: execute_notebook(report_template(name), output, parameters)
     except pm.PapermillExecutionError as e:
         raise UserError(f"the {name} report failed in cell {e.exec_count} ({e.ename}: {e.evalue}); "
                         f"see {output}")

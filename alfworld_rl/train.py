@@ -11,6 +11,7 @@ from pathlib import Path
 
 from .data import GameBatches
 from .core import UserError, append_jsonl, read_jsonl, resolve_data_root, rewrite_jsonl, seed_everything
+from .output import execute_notebook, tell
 from .train_config import (TrainConfig, add_train_arguments, given_settings, resolve_train_config,
                                       save_run_config, run_started, validate_config)
 
@@ -253,7 +254,7 @@ class Trainer:
             record["cost/total"] = token_cost(self.totals["prefill"], self.totals["sampled"], self.totals["trained"], c)
         record.update(self.timings)
         record["time/update_s"] = time.perf_counter() - self.t0
-        if not datums: print(f"Update {step}: every group is degenerate (no advantage); skipped the optimizer step", flush=True)
+        if not datums: tell(f"Update {step}: every group is degenerate (no advantage); skipped the optimizer step")
         append_jsonl(self.run_dir / "metrics.jsonl", record)
         append_jsonl(self.run_dir / "samples.jsonl", sample_record(step, batch.trajectories))
         self.swan.log(record)
@@ -275,9 +276,7 @@ class Trainer:
         rec = {"step": self.step, "time": _now(), "state_path": str(state), "sampler_path": str(sampler)}
         append_jsonl(self.run_dir / "checkpoints.jsonl", rec)
         self.last_saved = self.step
-        msg = f"Saved state: {state}\nSaved sampler weights: {sampler}"
-        if self.bar is not None: self.bar.write(msg)
-        else: print(msg, flush=True)
+        tell(f"Saved state: {state}\nSaved sampler weights: {sampler}")
         return rec
 
     def run_update(self) -> dict:
@@ -361,8 +360,7 @@ def run_report(config, resume: bool = False, name: str = "train") -> Path:
     config.run_dir.mkdir(parents=True, exist_ok=True)
     params = {**asdict(config), "resume": resume}
     try:
-        with forward_interrupts(config.run_dir / STOP_FILE): pm.execute_notebook(str(template), str(out), parameters=params, cwd=os.getcwd(), kernel_name="python3",
-                            progress_bar=False, log_output=False, stdout_file=sys.stdout, stderr_file=sys.stderr)
+        with forward_interrupts(config.run_dir / STOP_FILE): execute_notebook(template, out, params, echo=True)
     except pm.PapermillExecutionError as e:
         if e.ename == "KeyboardInterrupt": raise KeyboardInterrupt from e
         raise UserError(f"{name} failed: {e.ename}: {e.evalue} (the partial report is {out})") from e
