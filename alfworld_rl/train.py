@@ -16,10 +16,10 @@ from .train_config import (TrainConfig, add_train_arguments, given_settings, res
                                       save_run_config, run_started, validate_config)
 
 # %% auto #0
-__all__ = ['AUTO_GENERATE', 'STOP_FILE', 'step_seed', 'split_has_games', 'load_training_games', 'read_checkpoints', 'rewind_run',
-           'token_cost', 'numeric_metrics', 'SwanLabLog', 'make_service', 'restore_training_client', 'start_from_state',
-           'sample_record', 'Trainer', 'train', 'report_template', 'forward_interrupts', 'run_report',
-           'cli_train_parser', 'cli_train']
+__all__ = ['AUTO_GENERATE', 'STOP_FILE', 'step_seed', 'split_has_games', 'check_base_model', 'load_training_games',
+           'read_checkpoints', 'rewind_run', 'token_cost', 'numeric_metrics', 'SwanLabLog', 'make_service',
+           'restore_training_client', 'start_from_state', 'sample_record', 'Trainer', 'train', 'report_template',
+           'forward_interrupts', 'run_report', 'cli_train_parser', 'cli_train']
 
 # %% ../nbs/40_train.ipynb #f25fb73e
 def step_seed(seed: int, step: int) -> int:
@@ -33,6 +33,17 @@ def split_has_games(data_root: Path, split: str) -> bool:
     "Whether `<data_root>/json_2.1.1/<split>` holds at least one game file."
     d = Path(data_root) / "json_2.1.1" / split
     return d.is_dir() and next(d.rglob("game.tw-pddl"), None) is not None
+
+def check_base_model(config: TrainConfig) -> None:
+    "Fail before any work when the local backend cannot find `config.base_model` (with advice for the default)."
+    if config.backend != "local": return
+    from alfworld_rl.local_sampler import resolve_model_path
+    try: resolve_model_path(config.base_model)
+    except UserError as e:
+        if config.base_model != TrainConfig().base_model: raise
+        raise UserError(f"{e}. {config.base_model} (the default) is the reference model, trained on the hosted service "
+                        f"with --backend trio; for an offline run here add --base-model tiny-qwen3 (README quick start)",
+                        status=e.status) from None
 
 def load_training_games(config: TrainConfig) -> list:
     "The training games of `config` (generating a small set first on the local backend when there are none)."
@@ -144,6 +155,7 @@ class Trainer:
         c = self.config
         if not self.resume and run_started(self.run_dir):
             raise UserError(f"--run-name: {self.run_dir} already holds a run; pass --resume to continue it", status=2)
+        check_base_model(c)
         seed_everything(c.seed)
         self.games = load_training_games(c)
         self.batches = GameBatches(self.games, c.games_per_batch, seed=c.seed)
@@ -375,6 +387,7 @@ def cli_train(args) -> int:
     "Run `alfworld-rl train`; returns the exit status."
     config = resolve_train_config(given_settings(args), resume=args.resume)
     (config.run_dir / STOP_FILE).unlink(missing_ok=True)   # left behind if an earlier run was killed mid-stop
+    check_base_model(config)                                # before games are generated or a report kernel starts
     if args.no_report: train(config, resume=args.resume)
     else:
         out = run_report(config, resume=args.resume)
