@@ -41,9 +41,10 @@ def check_base_model(config: TrainConfig) -> None:
     try: resolve_model_path(config.base_model)
     except UserError as e:
         if config.base_model != TrainConfig().base_model: raise
-        raise UserError(f"{e}. {config.base_model} (the default) is the reference model, trained on the hosted service "
-                        f"with --backend trio; for an offline run here add --base-model tiny-qwen3 (README quick start)",
-                        status=e.status) from None
+        raise UserError(f"--base-model {config.base_model} (the default) is the reference model, trained on the hosted "
+                        f"service with --backend trio; --backend local cannot load it here (not in the Hugging Face cache "
+                        f"and not downloadable). Add --base-model tiny-qwen3 for an offline run (the README quick start), "
+                        f"pass a local model directory, or use --backend trio", status=e.status) from None
 
 def load_training_games(config: TrainConfig) -> list:
     "The training games of `config` (generating a small set first on the local backend when there are none)."
