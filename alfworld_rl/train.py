@@ -92,7 +92,7 @@ class SwanLabLog:
                                     log_dir=str(config.run_dir / "swanlab"), config=asdict(config))
         except Exception as e:
             raise UserError(f"--swanlab-mode {config.swanlab_mode}: SwanLab could not start ({e}); run `swanlab login` "
-                            "or choose --swanlab-mode local, offline or disabled") from e
+                            "or choose --swanlab-mode offline or disabled") from e
 
     def log(self, record: dict) -> None:
         "Send the numeric part of `record` at its step."

@@ -61,6 +61,7 @@ class TrainConfig:
         return Path(self.output_dir) / self.run_name
 
 # %% ../nbs/39_train_config.ipynb #202b18ac
+import importlib.util
 from .backends import BACKENDS, check_device_flags
 SWANLAB_MODES = ("online", "local", "offline", "disabled")
 TRIO_MAX_TRAJECTORIES = 128
@@ -79,6 +80,9 @@ def validate_config(c: TrainConfig) -> TrainConfig:
     "Check every setting of `c`; raise `UserError(status=2)` naming the first bad flag and its allowed range."
     if c.backend not in BACKENDS: raise _bad("backend", f"one of {', '.join(BACKENDS)}", c.backend)
     if c.swanlab_mode not in SWANLAB_MODES: raise _bad("swanlab_mode", f"one of {', '.join(SWANLAB_MODES)}", c.swanlab_mode)
+    if c.swanlab_mode == "local" and importlib.util.find_spec("swanboard") is None:   # else SwanLab logs an ERROR and goes on
+        raise UserError("--swanlab-mode local needs SwanLab's dashboard (pip install 'swanlab[dashboard]'); "
+                        "--swanlab-mode offline writes the run's logs without it", status=2)
     check_device_flags(c.device, c.dtype)
     for name in ("max_steps", "games_per_batch", "max_episode_steps", "max_trajectory_tokens",
                  "max_assistant_tokens", "max_requests_in_flight"):

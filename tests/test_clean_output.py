@@ -77,27 +77,25 @@ def play_script(data_root):
     return game.id, "0\n" + "\n".join(plan) + "\n"
 
 
-def test_help_and_tiny_runs_are_clean(small_data_root, tmp_path):
-    "Every --help, then generate, play, train (--no-report), eval (--no-report) and analyze, in one log file."
-    data = str(small_data_root)
-    game_id, stdin = play_script(small_data_root)
-    train = ["train", *TINY_MODEL, "--max-steps", "2", "--games-per-batch", "1", "--group-size", "2",
-             "--max-episode-steps", "2", "--max-assistant-tokens", "16", "--max-trajectory-tokens", "4096",
-             "--save-every", "1", "--run-name", "clean", "--data-root", data, "--no-report"]
-    evaluate = ["eval", *TINY_MODEL, "--limit-per-split", "1", "--max-episode-steps", "2", "--max-assistant-tokens",
-                "16", "--max-trajectory-tokens", "2048", "--data-root", data, "--output", "eval_results/tiny.jsonl",
-                "--no-report"]
-    commands = [*help_commands(),
-                ["generate", "--out", "gen", "--train", "1", "--valid-seen", "0", "--valid-unseen", "0", "--seed", "3"],
-                ["play", "--data-root", data, "--game", game_id],
-                train, evaluate,
-                ["analyze", "a=eval_results/tiny.jsonl", "b=eval_results/tiny.jsonl", "--output", "images/a.png",
-                 "--task-output", "images/b.png"]]
-    log, statuses = run_commands(commands, tmp_path, stdin)
-    assert statuses == [0] * len(commands), log[-4000:]
+TRAIN = ["train", *TINY_MODEL, "--max-steps", "2", "--games-per-batch", "1", "--group-size", "2", "--max-episode-steps", "2",
+         "--max-assistant-tokens", "16", "--max-trajectory-tokens", "4096", "--save-every", "1"]
+EVAL = ["eval", *TINY_MODEL, "--limit-per-split", "1", "--max-episode-steps", "2", "--max-assistant-tokens", "16",
+        "--max-trajectory-tokens", "2048", "--output", "eval_results/tiny.jsonl"]
+BARE_TRAIN = ["train", "--backend", "local", "--swanlab-mode", "disabled"]
+
+
+def test_help_bare_train_and_a_training_log(small_data_root, tmp_path):
+    "Every --help; a bare train (fails fast with advice); a tiny train into one log file, grepped for its saves."
+    train = [*TRAIN, "--run-name", "clean", "--data-root", str(small_data_root), "--no-report"]
+    commands = [*help_commands(), BARE_TRAIN, train]
+    log, statuses = run_commands(commands, tmp_path)
+    assert statuses == [0] * (len(commands) - 2) + [1, 0], log[-4000:]
     assert_clean(log)
     out = sections(log)
-    assert "You won in" in out[f"alfworld-rl play --data-root {data} --game {game_id}"]
+    # the default base model is the reference one (hosted): with no local copy, train stops before any work
+    [line] = out["alfworld-rl " + " ".join(BARE_TRAIN)].strip().splitlines()
+    assert "--backend trio" in line and "--base-model tiny-qwen3" in line
+    assert not (tmp_path / "datasets").exists() and not (tmp_path / "runs" / "alfworld-agent-rl-qwen35-4b").exists()
     # messages printed while the training bar is drawn start their own line, so a log file can be grepped
     trained = out["alfworld-rl " + " ".join(train)]
     assert len(re.findall(r"^Saved state: .*$", trained, re.M)) == 2, trained[-3000:]
@@ -106,27 +104,30 @@ def test_help_and_tiny_runs_are_clean(small_data_root, tmp_path):
         if "Saved state:" in line or "Saved sampler weights:" in line: assert line.startswith("Saved "), repr(line)
 
 
-def test_bare_train_fails_fast_with_advice(tmp_path):
-    "The default base model is the reference one (hosted); with no local copy, train stops before any work."
-    log, [status] = run_commands([["train", "--backend", "local", "--swanlab-mode", "disabled"]], tmp_path)
-    assert status == 1
-    out = sections(log)["alfworld-rl train --backend local --swanlab-mode disabled"]
-    [line] = out.strip().splitlines()
-    assert "--backend trio" in line and "--base-model tiny-qwen3" in line and "Traceback" not in line
-    assert list(tmp_path.iterdir()) == []            # no games generated, no run directory
+@pytest.mark.slow
+def test_generate_play_eval_analyze_are_clean(small_data_root, tmp_path):
+    "generate, play (scripted stdin), eval (--no-report) and analyze print nothing but their results."
+    data = str(small_data_root)
+    game_id, stdin = play_script(small_data_root)
+    play = ["play", "--data-root", data, "--game", game_id]
+    commands = [["generate", "--out", "gen", "--train", "1", "--valid-seen", "0", "--valid-unseen", "0", "--seed", "3"],
+                play, [*EVAL, "--data-root", data, "--no-report"],
+                ["analyze", "a=eval_results/tiny.jsonl", "b=eval_results/tiny.jsonl", "--output", "images/a.png",
+                 "--task-output", "images/b.png"]]
+    log, statuses = run_commands(commands, tmp_path, stdin)
+    assert statuses == [0] * len(commands), log[-4000:]
+    assert_clean(log)
+    assert "You won in" in sections(log)["alfworld-rl " + " ".join(play)]
 
 
 @pytest.mark.slow
 def test_report_runs_are_clean(small_data_root, tmp_path):
     "train, sft and eval with their reports, and analyze --report: clean terminal, clean executed notebooks."
     data = str(small_data_root)
-    train = ["train", *TINY_MODEL, "--max-steps", "2", "--games-per-batch", "1", "--group-size", "2",
-             "--max-episode-steps", "2", "--max-assistant-tokens", "16", "--max-trajectory-tokens", "4096",
-             "--save-every", "1", "--run-name", "clean-report", "--data-root", data]
+    train = [*TRAIN, "--run-name", "clean-report", "--data-root", data]
     sft = ["sft", *TINY_MODEL, "--max-train-games", "1", "--games-per-batch", "1", "--max-steps", "1",
            "--max-episode-steps", "20", "--max-trajectory-tokens", "4096", "--run-name", "clean-sft", "--data-root", data]
-    evaluate = ["eval", *TINY_MODEL, "--limit-per-split", "1", "--max-episode-steps", "2", "--max-assistant-tokens",
-                "16", "--max-trajectory-tokens", "2048", "--data-root", data, "--output", "eval_results/tiny.jsonl"]
+    evaluate = [*EVAL, "--data-root", data]
     analyze = ["analyze", "a=eval_results/tiny.jsonl", "b=eval_results/tiny.jsonl", "--output", "images/a.png",
                "--task-output", "images/b.png", "--report", "runs/analysis.ipynb"]
     log, statuses = run_commands([train, sft, evaluate, analyze], tmp_path)
@@ -138,3 +139,15 @@ def test_report_runs_are_clean(small_data_root, tmp_path):
     for report in ("runs/clean-report/train.ipynb", "runs/clean-sft/sft.ipynb", "runs/tiny/eval.ipynb",
                    "runs/analysis.ipynb"):
         assert_report_clean(tmp_path / report)
+
+
+def test_swanlab_local_without_its_dashboard_is_refused(tmp_path, capsys):
+    "SwanLab's `local` mode without swanboard logs an ERROR and goes on; train refuses it up front instead."
+    import importlib.util
+    from alfworld_rl.cli import main
+    if importlib.util.find_spec("swanboard") is not None: pytest.skip("swanboard is installed: local mode works")
+    status = main(["train", "--backend", "local", "--base-model", "tiny-qwen3", "--swanlab-mode", "local",
+                   "--output-dir", str(tmp_path / "runs")])
+    err = capsys.readouterr().err
+    assert status == 2 and "--swanlab-mode offline" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "runs").exists()
