@@ -86,7 +86,7 @@ BARE_TRAIN = ["train", "--backend", "local", "--swanlab-mode", "disabled"]
 
 def test_help_bare_train_and_a_training_log(small_data_root, tmp_path):
     "Every --help; a bare train (fails fast with advice); a tiny train into one log file, grepped for its saves."
-    train = [*TRAIN, "--run-name", "clean", "--data-root", str(small_data_root), "--no-report"]
+    train = [*TRAIN, "--max-steps", "1", "--run-name", "clean", "--data-root", str(small_data_root), "--no-report"]
     commands = [*help_commands(), BARE_TRAIN, train]
     log, statuses = run_commands(commands, tmp_path)
     assert statuses == [0] * (len(commands) - 2) + [1, 0], log[-4000:]
@@ -98,10 +98,26 @@ def test_help_bare_train_and_a_training_log(small_data_root, tmp_path):
     assert not (tmp_path / "datasets").exists() and not (tmp_path / "runs" / "alfworld-agent-rl-qwen35-4b").exists()
     # messages printed while the training bar is drawn start their own line, so a log file can be grepped
     trained = out["alfworld-rl " + " ".join(train)]
-    assert len(re.findall(r"^Saved state: .*$", trained, re.M)) == 2, trained[-3000:]
-    assert len(re.findall(r"^Saved sampler weights: .*$", trained, re.M)) == 2
+    assert len(re.findall(r"^Saved state: .*$", trained, re.M)) == 1, trained[-3000:]
+    assert len(re.findall(r"^Saved sampler weights: .*$", trained, re.M)) == 1
     for line in trained.splitlines():
         if "Saved state:" in line or "Saved sampler weights:" in line: assert line.startswith("Saved "), repr(line)
+
+
+def test_report_parameters_are_declared(caplog):
+    "Every parameter a command passes to its report template is declared there (papermill warns otherwise)."
+    import papermill as pm
+    from dataclasses import fields
+    from alfworld_rl.train import report_template
+    from alfworld_rl.train_config import TrainConfig
+    from alfworld_rl.sft import SFTConfig
+    passed = {"train": {f.name for f in fields(TrainConfig)} | {"resume"},
+              "sft": {f.name for f in fields(SFTConfig)} | {"resume"},
+              "eval": {"eval_file"}, "analysis": {"files", "figure", "task_figure"}}
+    for name, params in passed.items():
+        declared = set(pm.inspect_notebook(str(report_template(name))))
+        assert params <= declared, f"{name} template lacks {sorted(params - declared)}"
+    assert "Unable to parse" not in caplog.text
 
 
 @pytest.mark.slow
