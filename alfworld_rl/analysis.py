@@ -258,7 +258,7 @@ def cli_analyze(args) -> int:
     print(f"Saved figure: {plot_task_types(summaries, args.task_output)}")
     if args.report:
         from alfworld_rl.evaluate import execute_report
-        params = {"files": [f"{k}={os.path.abspath(v)}" for k, v in files.items()],
+        params = {"files": {k: os.path.abspath(v) for k, v in files.items()},
                   "figure": os.path.abspath(args.output), "task_figure": os.path.abspath(args.task_output)}
         print(f"Saved report: {execute_report('analysis', args.report, params)}")
     return 0

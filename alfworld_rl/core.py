@@ -11,6 +11,10 @@ from pathlib import Path
 __all__ = ['DEFAULT_DATA_ROOT', 'UserError', 'patch_textworld', 'resolve_data_root', 'import_alfworld', 'canonicalize_action',
            'append_jsonl', 'read_jsonl', 'rewrite_jsonl', 'truncate_partial_line', 'seed_everything', 'user_cache_dir']
 
+# %% ../nbs/00_core.ipynb #3b1f0c7f
+import warnings
+warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+
 # %% ../nbs/00_core.ipynb #a2524c35
 class UserError(Exception):
     "An error the user can fix; the CLI prints `message` on one line and exits with `status`."

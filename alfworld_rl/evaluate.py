@@ -348,10 +348,8 @@ def report_template(name: str) -> Path:
 def execute_report(name: str, output: str | os.PathLike, parameters: dict) -> Path:
     "Execute report template `name` with papermill into `output` (cwd: the current directory)."
     import papermill as pm
-    output = Path(output); output.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        pm.execute_notebook(str(report_template(name)), str(output), parameters=parameters, kernel_name="python3",
-                            progress_bar=False, cwd=os.getcwd())
+    from alfworld_rl.output import execute_notebook
+    try: execute_notebook(report_template(name), output, parameters)
     except pm.PapermillExecutionError as e:
         raise UserError(f"the {name} report failed in cell {e.exec_count} ({e.ename}: {e.evalue}); "
                         f"see {output}")
@@ -380,7 +378,7 @@ def cli_eval_parser(parser) -> None:
     a("--dtype", default=d.dtype, help="local backend dtype: auto (bfloat16 on CUDA, float32 on CPU), float32, bfloat16, float16")
     a("--data-root", default=None, help="ALFWorld data root (default $ALFWORLD_DATA or datasets/alfworld)")
     a("--limit-per-split", type=int, default=None, help="evaluate only the first N games of each split")
-    a("--max-episode-steps", type=int, default=d.max_episode_steps, help="environment steps per game (default 50)")
+    a("--max-episode-steps", type=int, default=d.max_episode_steps, help="turns per game, malformed tool calls included (default 50)")
     a("--max-trajectory-tokens", type=int, default=d.max_trajectory_tokens, help="token budget of a trajectory")
     a("--max-assistant-tokens", type=int, default=d.max_assistant_tokens, help="token budget of one assistant turn")
     a("--include-admissible-actions", action=__import__("argparse").BooleanOptionalAction,

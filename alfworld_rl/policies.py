@@ -11,7 +11,7 @@ from .rollout import ROLLOUT_CONTEXT
 # %% auto #0
 __all__ = ['WINDOW_STATUS', 'MALFORMED_KINDS', 'ScriptedPolicy', 'last_admissible', 'load_walkthrough', 'ExpertPolicy',
            'RandomAdmissiblePolicy', 'MalformedPolicy', 'MixedPolicy', 'observations', 'first_admissible',
-           'SearchingExpertPolicy']
+           'SearchingExpertPolicy', 'ScoredPolicy']
 
 # %% ../nbs/12_policies.ipynb #81d61440
 WINDOW_STATUS = "Status of your last action: "
@@ -203,3 +203,21 @@ class SearchingExpertPolicy(ExpertPolicy):
             if f"The {place} is closed" in seen[len(script)]: script.append(f"open {place}")
         else: script += walk
         return P.format_tool_call(script[done] if done < len(script) else "look", self.style)
+
+# %% ../nbs/12_policies.ipynb #71b33ac0
+class ScoredPolicy:
+    "A sampler whose replies come from scripted `policy` and whose logprobs come from `sampler` (the model)."
+    def __init__(self, policy, sampler):
+        self.policy, self.sampler = policy, sampler
+
+    def get_tokenizer(self): return self.policy.get_tokenizer()
+
+    async def sample_async(self, prompt, num_samples: int = 1, sampling_params=None, **kwargs):
+        "The policy's replies to `prompt`, each token's logprob replaced by the model's."
+        from pytrio import ModelInput
+        resp = await self.policy.sample_async(prompt, num_samples, sampling_params)
+        ids = prompt.to_ints()
+        for seq in resp.sequences:
+            lps = await self.sampler.compute_logprobs_async(ModelInput.from_ints(ids + list(seq.tokens)))
+            seq.logprobs = [float(lp) for lp in lps[len(ids):]]
+        return resp

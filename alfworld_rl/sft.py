@@ -10,6 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from .core import UserError, append_jsonl, read_jsonl, seed_everything
+from .output import tell
 
 # %% auto #0
 __all__ = ['SFT_HELP', 'CHOICES', 'POSITIVE_INTS', 'RESUME_MAY_CHANGE', 'SFTConfig', 'flag_of', 'validate_sft_config',
@@ -280,7 +281,7 @@ class SFTRun:
         rec = {"step": self.step, "time": _now(), "state_path": str(state_path), "sampler_path": str(sampler_path)}
         append_jsonl(self.run_dir / "checkpoints.jsonl", rec)
         self.last_saved = self.step
-        (self.bar.write if self.bar is not None else print)(f"Saved state: {state_path}\nSaved sampler weights: {sampler_path}")
+        tell(f"Saved state: {state_path}\nSaved sampler weights: {sampler_path}")
         return rec
 
     def run(self) -> list[dict]:

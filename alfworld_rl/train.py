@@ -11,14 +11,15 @@ from pathlib import Path
 
 from .data import GameBatches
 from .core import UserError, append_jsonl, read_jsonl, resolve_data_root, rewrite_jsonl, seed_everything
+from .output import execute_notebook, tell
 from .train_config import (TrainConfig, add_train_arguments, given_settings, resolve_train_config,
                                       save_run_config, run_started, validate_config)
 
 # %% auto #0
-__all__ = ['AUTO_GENERATE', 'STOP_FILE', 'step_seed', 'split_has_games', 'load_training_games', 'read_checkpoints', 'rewind_run',
-           'token_cost', 'numeric_metrics', 'SwanLabLog', 'make_service', 'restore_training_client', 'start_from_state',
-           'sample_record', 'Trainer', 'train', 'report_template', 'forward_interrupts', 'run_report',
-           'cli_train_parser', 'cli_train', 'ScoredPolicy']
+__all__ = ['AUTO_GENERATE', 'STOP_FILE', 'step_seed', 'split_has_games', 'check_base_model', 'load_training_games',
+           'read_checkpoints', 'rewind_run', 'token_cost', 'numeric_metrics', 'SwanLabLog', 'make_service',
+           'restore_training_client', 'start_from_state', 'sample_record', 'Trainer', 'train', 'report_template',
+           'forward_interrupts', 'run_report', 'cli_train_parser', 'cli_train']
 
 # %% ../nbs/40_train.ipynb #f25fb73e
 def step_seed(seed: int, step: int) -> int:
@@ -32,6 +33,18 @@ def split_has_games(data_root: Path, split: str) -> bool:
     "Whether `<data_root>/json_2.1.1/<split>` holds at least one game file."
     d = Path(data_root) / "json_2.1.1" / split
     return d.is_dir() and next(d.rglob("game.tw-pddl"), None) is not None
+
+def check_base_model(config: TrainConfig) -> None:
+    "Fail before any work when the local backend cannot find `config.base_model` (with advice for the default)."
+    if config.backend != "local": return
+    from alfworld_rl.local_sampler import resolve_model_path
+    try: resolve_model_path(config.base_model)
+    except UserError as e:
+        if config.base_model != TrainConfig().base_model: raise
+        raise UserError(f"--base-model {config.base_model} (the default) is the reference model, trained on the hosted "
+                        f"service with --backend trio; --backend local cannot load it here (not in the Hugging Face cache "
+                        f"and not downloadable). Add --base-model tiny-qwen3 for an offline run (the README quick start), "
+                        f"pass a local model directory, or use --backend trio", status=e.status) from None
 
 def load_training_games(config: TrainConfig) -> list:
     "The training games of `config` (generating a small set first on the local backend when there are none)."
@@ -79,7 +92,7 @@ class SwanLabLog:
                                     log_dir=str(config.run_dir / "swanlab"), config=asdict(config))
         except Exception as e:
             raise UserError(f"--swanlab-mode {config.swanlab_mode}: SwanLab could not start ({e}); run `swanlab login` "
-                            "or choose --swanlab-mode local, offline or disabled") from e
+                            "or choose --swanlab-mode offline or disabled") from e
 
     def log(self, record: dict) -> None:
         "Send the numeric part of `record` at its step."
@@ -143,6 +156,7 @@ class Trainer:
         c = self.config
         if not self.resume and run_started(self.run_dir):
             raise UserError(f"--run-name: {self.run_dir} already holds a run; pass --resume to continue it", status=2)
+        check_base_model(c)
         seed_everything(c.seed)
         self.games = load_training_games(c)
         self.batches = GameBatches(self.games, c.games_per_batch, seed=c.seed)
@@ -260,7 +274,7 @@ class Trainer:
             record["cost/total"] = token_cost(self.totals["prefill"], self.totals["sampled"], self.totals["trained"], c)
         record.update(self.timings)
         record["time/update_s"] = time.perf_counter() - self.t0
-        if not datums: print(f"Update {step}: every group is degenerate (no advantage); skipped the optimizer step", flush=True)
+        if not datums: tell(f"Update {step}: every group is degenerate (no advantage); skipped the optimizer step")
         append_jsonl(self.run_dir / "metrics.jsonl", record)
         append_jsonl(self.run_dir / "samples.jsonl", sample_record(step, batch.trajectories))
         self.swan.log(record)
@@ -282,9 +296,7 @@ class Trainer:
         rec = {"step": self.step, "time": _now(), "state_path": str(state), "sampler_path": str(sampler)}
         append_jsonl(self.run_dir / "checkpoints.jsonl", rec)
         self.last_saved = self.step
-        msg = f"Saved state: {state}\nSaved sampler weights: {sampler}"
-        if self.bar is not None: self.bar.write(msg)
-        else: print(msg, flush=True)
+        tell(f"Saved state: {state}\nSaved sampler weights: {sampler}")
         return rec
 
     def run_update(self) -> dict:
@@ -368,8 +380,7 @@ def run_report(config, resume: bool = False, name: str = "train") -> Path:
     config.run_dir.mkdir(parents=True, exist_ok=True)
     params = {**asdict(config), "resume": resume}
     try:
-        with forward_interrupts(config.run_dir / STOP_FILE): pm.execute_notebook(str(template), str(out), parameters=params, cwd=os.getcwd(), kernel_name="python3",
-                            progress_bar=False, log_output=False, stdout_file=sys.stdout, stderr_file=sys.stderr)
+        with forward_interrupts(config.run_dir / STOP_FILE): execute_notebook(template, out, params, echo=True)
     except pm.PapermillExecutionError as e:
         if e.ename == "KeyboardInterrupt": raise KeyboardInterrupt from e
         raise UserError(f"{name} failed: {e.ename}: {e.evalue} (the partial report is {out})") from e
@@ -384,27 +395,10 @@ def cli_train(args) -> int:
     "Run `alfworld-rl train`; returns the exit status."
     config = resolve_train_config(given_settings(args), resume=args.resume)
     (config.run_dir / STOP_FILE).unlink(missing_ok=True)   # left behind if an earlier run was killed mid-stop
+    check_base_model(config)                                # before games are generated or a report kernel starts
     if args.no_report: train(config, resume=args.resume)
     else:
         out = run_report(config, resume=args.resume)
         print(f"Report: {out}", flush=True)
     print(f"Metrics: {config.run_dir / 'metrics.jsonl'}", flush=True)
     return 0
-
-# %% ../nbs/40_train.ipynb #71b33ac0
-class ScoredPolicy:
-    "A sampler whose replies come from scripted `policy` and whose logprobs come from `sampler` (the model)."
-    def __init__(self, policy, sampler):
-        self.policy, self.sampler = policy, sampler
-
-    def get_tokenizer(self): return self.policy.get_tokenizer()
-
-    async def sample_async(self, prompt, num_samples: int = 1, sampling_params=None, **kwargs):
-        "The policy's replies to `prompt`, each token's logprob replaced by the model's."
-        from pytrio import ModelInput
-        resp = await self.policy.sample_async(prompt, num_samples, sampling_params)
-        ids = prompt.to_ints()
-        for seq in resp.sequences:
-            lps = await self.sampler.compute_logprobs_async(ModelInput.from_ints(ids + list(seq.tokens)))
-            seq.logprobs = [float(lp) for lp in lps[len(ids):]]
-        return resp

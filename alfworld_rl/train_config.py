@@ -68,6 +68,7 @@ class TrainConfig:
         return Path(self.output_dir) / self.run_name
 
 # %% ../nbs/39_train_config.ipynb #202b18ac
+import importlib.util
 from .backends import BACKENDS, check_device_flags
 SWANLAB_MODES = ("online", "local", "offline", "disabled")
 TRIO_MAX_TRAJECTORIES = 128
@@ -87,6 +88,9 @@ def validate_config(c: TrainConfig) -> TrainConfig:
     if c.backend not in BACKENDS: raise _bad("backend", f"one of {', '.join(BACKENDS)}", c.backend)
     if c.engine not in ("textworld", "fast"): raise _bad("engine", "one of textworld, fast", c.engine)
     if c.swanlab_mode not in SWANLAB_MODES: raise _bad("swanlab_mode", f"one of {', '.join(SWANLAB_MODES)}", c.swanlab_mode)
+    if c.swanlab_mode == "local" and importlib.util.find_spec("swanboard") is None:   # else SwanLab logs an ERROR and goes on
+        raise UserError("--swanlab-mode local needs SwanLab's dashboard (pip install 'swanlab[dashboard]'); "
+                        "--swanlab-mode offline writes the run's logs without it", status=2)
     check_device_flags(c.device, c.dtype)
     for name in ("max_steps", "games_per_batch", "max_episode_steps", "max_trajectory_tokens",
                  "max_assistant_tokens", "max_requests_in_flight"):
@@ -136,7 +140,7 @@ _HELP = {
     "max_steps": "number of PPO updates",
     "games_per_batch": "games per update",
     "group_size": "branches (trajectories) per game; advantages are relative to the group",
-    "max_episode_steps": "environment steps per trajectory",
+    "max_episode_steps": "turns per trajectory (every reply counts, malformed tool calls too)",
     "max_trajectory_tokens": "token budget of a whole trajectory (--context window: of each turn's prompt + reply)",
     "max_assistant_tokens": "tokens per assistant turn",
     "temperature": "sampling temperature during rollouts",

@@ -11,7 +11,7 @@ CLI = str(Path(sys.executable).parent / "alfworld-rl")
 TASKS = ["look_at_obj_in_light", "pick_and_place_simple", "pick_clean_then_place_in_recep",
          "pick_cool_then_place_in_recep", "pick_heat_then_place_in_recep", "pick_two_obj_and_place"]
 
-# The reference results (DESIGN §1) as wins out of 140 seen / 134 unseen games, and mean invalid actions.
+# The published reference results (docs/reference_recipe.md) as wins out of 140 seen / 134 unseen games, and mean invalid actions.
 REFERENCE = {"base": (74, 71, 5.41, 5.41), "step 40": (76, 74, 5.2, 5.0), "step 80": (77, 79, 4.9, 4.72)}
 
 

@@ -35,7 +35,7 @@ def test_pddl_reset_in_spawned_worker(small_data_root):
 
 
 def test_unpatched_engine_fails_on_313(small_data_root):
-    "A fresh interpreter without the patch hits DESIGN §5's NameError, so the patch is what makes resets work."
+    "A fresh interpreter without the patch hits textworld's NameError (see `core.patch_textworld`), so the patch is what makes resets work."
     import subprocess
     game = discover_games(small_data_root, "train")[0]
     code = ("import textworld; from textworld.envs.pddl import PddlEnv; "

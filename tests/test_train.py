@@ -14,7 +14,7 @@ TINY = ["--backend", "local", "--base-model", "tiny-qwen3", "--games-per-batch",
         "--max-episode-steps", "2", "--max-assistant-tokens", "16", "--max-trajectory-tokens", "4096",
         "--swanlab-mode", "disabled"]
 
-# The seed's 1-step check, verbatim (seed-quickstart.md step 3).
+# The reference 1-step check, verbatim (README full PyTRIO workflow step 3; docs/reference_recipe.md).
 SEED_ONE_STEP = ["--max-steps", "1", "--games-per-batch", "1", "--group-size", "8", "--max-episode-steps", "10",
                  "--save-every", "0", "--run-name", "alfworld-smoke", "--swanlab-mode", "disabled"]
 
@@ -143,7 +143,8 @@ class ScriptedTrainer:
     "Factory for a Trainer whose rollouts use scripted replies scored by the model being trained."
     @staticmethod
     def make(config):
-        from alfworld_rl.train import Trainer, ScoredPolicy
+        from alfworld_rl.train import Trainer
+        from alfworld_rl.policies import ScoredPolicy
         from alfworld_rl.policies import ExpertPolicy, MalformedPolicy, MixedPolicy
 
         class _Trainer(Trainer):
