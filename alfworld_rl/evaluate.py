@@ -284,6 +284,12 @@ from .rollout import run_sync as _run_sync
 def evaluate(c: EvalConfig, sampling_client=None, tokenizer=None, show_progress: bool = True) -> dict:
     "Run the evaluation of `c` and return its summary record (also appended to the output file)."
     validate_eval_config(c)
+    from alfworld_rl.run_lock import output_file_lock
+    with output_file_lock(c.output_path()):         # one writer per output file (re-entrant for the CLI's hold)
+        return _evaluate(c, sampling_client, tokenizer, show_progress)
+
+def _evaluate(c: EvalConfig, sampling_client=None, tokenizer=None, show_progress: bool = True) -> dict:
+    "The body of `evaluate`, run while holding the output file's lock."
     out = c.output_path()
     done_records = prepare_output(c)
     games = select_games(c)
@@ -387,13 +393,16 @@ def config_from_args(args) -> EvalConfig:
 
 def cli_eval(args) -> int:
     "Run `alfworld-rl eval`."
+    from alfworld_rl.run_lock import check_writable_dir, output_file_lock
     c = validate_eval_config(config_from_args(args))
-    summary = evaluate(c)
-    print_metrics(summary["metrics"])
-    log_to_swanlab(c, summary["metrics"])
     out = c.output_path()
-    if c.report:
-        nb = execute_report("eval", c.run_dir() / "eval.ipynb", {"eval_file": str(out.resolve())})
-        print(f"Saved report: {nb}")
+    with output_file_lock(out):                     # taken before any work: also checks that --output is writable
+        if c.report: check_writable_dir(c.run_dir(), "--runs-dir")
+        summary = evaluate(c)
+        print_metrics(summary["metrics"])
+        log_to_swanlab(c, summary["metrics"])
+        if c.report:
+            nb = execute_report("eval", c.run_dir() / "eval.ipynb", {"eval_file": str(out.resolve())})
+            print(f"Saved report: {nb}")
     print(f"Saved evaluation: {out}")
     return 0

@@ -141,6 +141,8 @@ class Trainer:
     def open(self) -> "Trainer":
         "Prepare the run directory, games, clients and logging (resuming from the last save if asked)."
         c = self.config
+        from alfworld_rl.run_lock import run_dir_lock
+        self.lock = run_dir_lock(self.run_dir).acquire()   # one writer per run directory (re-entrant for the CLI's hold)
         if not self.resume and run_started(self.run_dir):
             raise UserError(f"--run-name: {self.run_dir} already holds a run; pass --resume to continue it", status=2)
         seed_everything(c.seed)
@@ -150,6 +152,9 @@ class Trainer:
         ckpt = read_checkpoints(self.run_dir)[-1] if self.resume and read_checkpoints(self.run_dir) else None
         self.step = ckpt["step"] if ckpt else 0
         self.last_saved = self.step if ckpt else None
+        if self.step > c.max_steps:
+            raise UserError(f"--max-steps {c.max_steps} is below the {self.step} updates {self.run_dir} already has; "
+                            f"pass --max-steps {self.step + 1} or more to continue it", status=2)
         rewind_run(self.run_dir, self.step)
         for r in read_jsonl(self.run_dir / "metrics.jsonl"):
             for k in self.totals: self.totals[k] += r.get(f"tokens/{k}", 0)
@@ -290,6 +295,9 @@ class Trainer:
     def run(self) -> list[dict]:
         "Run the remaining updates, save at the end and close; Ctrl-C stops cleanly (resume with --resume)."
         records = []
+        if self.step >= self.config.max_steps:
+            print(f"{self.config.run_name} already has its {self.step} updates (--max-steps {self.config.max_steps}); "
+                  "nothing to do", file=sys.stderr, flush=True)
         try:
             while self.step < self.config.max_steps:
                 if (self.run_dir / STOP_FILE).exists(): raise KeyboardInterrupt   # Ctrl-C forwarded by `run_report`
@@ -298,8 +306,9 @@ class Trainer:
         except KeyboardInterrupt:
             self.close("aborted")
             saved = f"update {self.last_saved}" if self.last_saved else "nothing saved yet"
-            print(f"Interrupted during update {self.step + 1}; last save: {saved}. "
-                  f"Continue with: alfworld-rl train --run-name {self.config.run_name} --resume", file=sys.stderr, flush=True)
+            from alfworld_rl.run_lock import resume_command
+            print(f"Interrupted during update {self.step + 1}; last save: {saved}. Continue with: "
+                  f"{resume_command('train', self.config.run_name, self.config.output_dir)}", file=sys.stderr, flush=True)
             raise
         except BaseException:
             self.close("crashed"); raise
@@ -310,10 +319,15 @@ class Trainer:
         "Close the progress bar and the SwanLab run."
         if self.bar is not None: self.bar.close(); self.bar = None
         if self.swan is not None: self.swan.finish(state)
+        if getattr(self, "lock", None) is not None: self.lock.release()
 
 def train(config: TrainConfig, resume: bool = False, service_client=None, progress: bool = True) -> Trainer:
     "Run (or resume) the training run of `config` to its last update; returns the finished `Trainer`."
-    trainer = Trainer(config, resume=resume, service_client=service_client, progress=progress).open()
+    trainer = Trainer(config, resume=resume, service_client=service_client, progress=progress)
+    try: trainer.open()
+    except BaseException:
+        if getattr(trainer, "lock", None) is not None: trainer.lock.release()
+        raise
     trainer.run()
     return trainer
 
@@ -360,12 +374,16 @@ def run_report(config, resume: bool = False, name: str = "train") -> Path:
     out = config.run_dir / f"{name}.ipynb"
     config.run_dir.mkdir(parents=True, exist_ok=True)
     params = {**asdict(config), "resume": resume}
+    from alfworld_rl.core import STATUS_TAG_ENV, user_error_from_report
+    os.environ[STATUS_TAG_ENV] = "1"               # the kernel inherits it: its UserErrors carry their exit status
     try:
         with forward_interrupts(config.run_dir / STOP_FILE): pm.execute_notebook(str(template), str(out), parameters=params, cwd=os.getcwd(), kernel_name="python3",
                             progress_bar=False, log_output=False, stdout_file=sys.stdout, stderr_file=sys.stderr)
     except pm.PapermillExecutionError as e:
         if e.ename == "KeyboardInterrupt": raise KeyboardInterrupt from e
+        if e.ename == "UserError": raise user_error_from_report(e.evalue) from None    # same message and status as --no-report
         raise UserError(f"{name} failed: {e.ename}: {e.evalue} (the partial report is {out})") from e
+    finally: os.environ.pop(STATUS_TAG_ENV, None)
     return out
 
 # %% ../nbs/40_train.ipynb #80c1ea90
@@ -375,12 +393,17 @@ def cli_train_parser(parser):
 
 def cli_train(args) -> int:
     "Run `alfworld-rl train`; returns the exit status."
-    config = resolve_train_config(given_settings(args), resume=args.resume)
-    (config.run_dir / STOP_FILE).unlink(missing_ok=True)   # left behind if an earlier run was killed mid-stop
-    if args.no_report: train(config, resume=args.resume)
-    else:
-        out = run_report(config, resume=args.resume)
-        print(f"Report: {out}", flush=True)
+    from alfworld_rl.run_lock import run_dir_lock
+    given = given_settings(args)
+    probe = TrainConfig(**{k: v for k, v in given.items() if k in ("run_name", "output_dir")})
+    run_dir_lock(probe.run_dir).check()                    # another process on this run: say so before anything else
+    config = resolve_train_config(given, resume=args.resume)
+    with run_dir_lock(config.run_dir):                     # held for the whole command (the report kernel inherits it)
+        (config.run_dir / STOP_FILE).unlink(missing_ok=True)   # left behind if an earlier run was killed mid-stop
+        if args.no_report: train(config, resume=args.resume)
+        else:
+            out = run_report(config, resume=args.resume)
+            print(f"Report: {out}", flush=True)
     print(f"Metrics: {config.run_dir / 'metrics.jsonl'}", flush=True)
     return 0
 

@@ -108,7 +108,8 @@ def validate_config(c: TrainConfig) -> TrainConfig:
         if v is not None and not v >= 0: raise _bad(name, ">= 0", v)
     if not NAME_RE.match(c.run_name or "") or len(c.run_name) > 100:
         raise _bad("run_name", "1-100 letters, digits, '.', '_' or '-', starting with a letter or digit", c.run_name)
-    if not c.train_split: raise _bad("train_split", "a split name such as train", c.train_split)
+    from alfworld_rl.data import SPLITS        # checked before anything is generated or loaded
+    if c.train_split not in SPLITS: raise _bad("train_split", f"one of {', '.join(SPLITS)}", c.train_split)
     if c.backend == "trio":
         n = c.games_per_batch * c.group_size
         if n > TRIO_MAX_TRAJECTORIES:
@@ -196,7 +197,8 @@ def load_run_config(run_dir: str | os.PathLike) -> TrainConfig:
     "The `TrainConfig` saved in `run_dir/config.json`."
     path = Path(run_dir) / "config.json"
     if not path.exists(): raise UserError(f"--resume: {run_dir} has no config.json; nothing to resume", status=2)
-    saved = json.loads(path.read_text())
+    from alfworld_rl.core import read_json_object
+    saved = read_json_object(path)              # a corrupt file: one line naming it and the line
     known = {f.name for f in fields(TrainConfig)}
     return TrainConfig(**{k: v for k, v in saved.items() if k in known})
 

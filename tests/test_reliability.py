@@ -1,0 +1,111 @@
+"""Nothing lost, nothing silent (issue 16): one writer per run directory, early output checks, broken games,
+clean interrupts, resume hints and input edge cases, each shown with real commands on generated games."""
+import json, os, signal, subprocess, sys, time
+from pathlib import Path
+
+import pytest
+
+from alfworld_rl.core import read_jsonl
+
+REPO = Path(__file__).resolve().parent.parent
+CLI = str(Path(sys.executable).parent / "alfworld-rl")
+TINY_TRAIN = ["--backend", "local", "--base-model", "tiny-qwen3", "--games-per-batch", "1", "--group-size", "2",
+              "--max-episode-steps", "2", "--max-assistant-tokens", "16", "--max-trajectory-tokens", "4096",
+              "--swanlab-mode", "disabled"]
+TINY_SFT = ["--backend", "local", "--base-model", "tiny-qwen3", "--games-per-batch", "1", "--max-train-games", "2",
+            "--max-trajectory-tokens", "4096", "--swanlab-mode", "disabled"]
+TINY_EVAL = ["--backend", "local", "--base-model", "tiny-qwen3", "--max-episode-steps", "2",
+             "--max-assistant-tokens", "16", "--max-trajectory-tokens", "4096", "--games-per-batch", "1"]
+
+
+def cli(*args, cwd=None, timeout=600, **kw):
+    "Run `alfworld-rl ARGS` to the end; returns the CompletedProcess (text)."
+    return subprocess.run([CLI, *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def spawn(*args, cwd=None):
+    "Start `alfworld-rl ARGS` in its own session (so a signal reaches only it and its children)."
+    return subprocess.Popen([CLI, *map(str, args)], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+
+
+def wait_for(predicate, proc, timeout=300):
+    "Wait until `predicate()` holds; fail if `proc` ends first."
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        if predicate(): return
+        if proc.poll() is not None: raise AssertionError(f"ended early ({proc.returncode}): {proc.stdout.read()}")
+        time.sleep(0.2)
+    raise AssertionError("timed out")
+
+
+def stop(proc):
+    "Interrupt `proc` (Ctrl-C to its process group), then kill it if it lingers; returns its output."
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGINT)
+        try: return proc.communicate(timeout=120)[0]
+        except subprocess.TimeoutExpired: os.killpg(proc.pid, signal.SIGKILL)
+    return proc.communicate()[0]
+
+
+def one_line_error(r, status=2):
+    "Assert `r` failed with `status` and exactly one line on stderr, no traceback; returns that line."
+    assert r.returncode == status, (r.returncode, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    return r.stderr.strip()
+
+
+# ---- 1. one writer per run directory / output file -------------------------------------------------------------
+
+def _locked(path):
+    "Whether the lock file `path` names its holder (it is written right after the lock is taken)."
+    return path.is_file() and path.read_text().strip() != ""
+
+
+@pytest.mark.parametrize("report", [False, True], ids=["no-report", "report"])
+def test_second_train_on_one_run_is_refused(small_data_root, tmp_path, report):
+    runs = tmp_path / "runs"
+    args = ["train", *TINY_TRAIN, "--max-steps", "50", "--save-every", "1", "--run-name", "one",
+            "--data-root", small_data_root, "--output-dir", runs, *(["--no-report"] if not report else [])]
+    first = spawn(*args, "--seed", "1", cwd=tmp_path)
+    try:
+        wait_for(lambda: len(read_jsonl(runs / "one" / "metrics.jsonl")) >= 1, first)
+        for extra in ([], ["--resume"]):           # a fresh start and a resume are both refused while it runs
+            second = cli(*args, "--seed", "2", *extra, cwd=tmp_path)
+            line = one_line_error(second)
+            assert "--run-name: the run directory" in line and "in use by process" in line, line
+    finally: out = stop(first)
+    steps = [m["step"] for m in read_jsonl(runs / "one" / "metrics.jsonl")]
+    assert steps == list(range(1, len(steps) + 1)), (steps, out)
+    assert [c["step"] for c in read_jsonl(runs / "one" / "checkpoints.jsonl")] == list(range(1, len(steps) + 1))
+    assert json.loads((runs / "one" / "config.json").read_text())["seed"] == 1
+    # the lock goes with its process: the run resumes at once (Ctrl-C or kill -9 leave nothing to clean up)
+    r = cli(*args, "--seed", "1", "--max-steps", str(len(steps) + 1), "--resume", "--no-report", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+
+
+def test_second_sft_on_one_run_is_refused(small_data_root, tmp_path):
+    runs = tmp_path / "runs"
+    args = ["sft", *TINY_SFT, "--max-steps", "200", "--save-every", "0", "--run-name", "one",
+            "--data-root", small_data_root, "--output-dir", runs, "--no-report"]
+    first = spawn(*args, "--seed", "1", cwd=tmp_path)
+    try:
+        wait_for(lambda: (runs / "one" / "config.json").is_file(), first)
+        line = one_line_error(cli(*args, "--seed", "2", cwd=tmp_path))
+        assert "--run-name: the run directory" in line and "in use by process" in line, line
+    finally: stop(first)
+    assert json.loads((runs / "one" / "config.json").read_text())["seed"] == 1
+
+
+def test_second_eval_on_one_output_is_refused(small_data_root, tmp_path):
+    out = tmp_path / "eval.jsonl"
+    args = ["eval", *TINY_EVAL, "--data-root", small_data_root, "--output", out, "--no-report", "--max-episode-steps", "50"]
+    first = spawn(*args, cwd=tmp_path)
+    try:
+        wait_for(lambda: _locked(tmp_path / ".eval.jsonl.lock"), first)
+        for extra in ([], ["--resume"], ["--overwrite-output"]):
+            line = one_line_error(cli(*args, *extra, cwd=tmp_path))
+            assert "--output: the output file" in line and "in use by process" in line, line
+    finally: stop(first)
+    ids = [r["game_id"] for r in read_jsonl(out) if r.get("type") == "trajectory"]
+    assert len(ids) == len(set(ids))
