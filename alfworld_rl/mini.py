@@ -375,6 +375,8 @@ def cli_mini(args) -> int:
     "Run `alfworld-rl mini`; returns the exit status."
     overrides = {} if args.seeds is None else {"seeds": args.seeds}
     s = settings_from(args.settings, **overrides)
+    from alfworld_rl.run_lock import check_writable_dir
+    check_writable_dir(args.out_dir, "--out-dir")      # before any model is built or game generated
     if args.no_report:
         paths = run_mini(s, args.out_dir)
         print(seed_table(paths, s.seeds)[0])

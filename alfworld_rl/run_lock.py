@@ -9,19 +9,29 @@ from pathlib import Path
 from .core import UserError
 
 # %% auto #0
-__all__ = ['HELD_ENV', 'unwritable', 'check_writable_dir', 'check_writable_file', 'RunLock', 'run_dir_lock', 'output_file_lock',
-           'resume_command']
+__all__ = ['HELD_ENV', 'unwritable', 'make_dir', 'check_writable_dir', 'check_writable_file', 'RunLock', 'run_dir_lock',
+           'output_file_lock', 'resume_command']
 
-# %% ../nbs/07_run_lock.ipynb #036552d7
+# %% ../nbs/07_run_lock.ipynb #3d445190
 def unwritable(flag: str, path, e: OSError) -> UserError:
     "The one-line error for an output location that cannot be written."
     return UserError(f"{flag}: cannot write to {path} ({e.strerror or type(e).__name__})", status=2)
 
+def make_dir(path: str | os.PathLike, flag: str) -> Path:
+    "Create directory `path` (and its parents); a one-line `UserError` naming `flag` if that is impossible."
+    path = Path(path)
+    for p in [path, *path.parents]:            # a regular file in the way: say which one
+        if p.exists():
+            if not p.is_dir(): raise UserError(f"{flag}: cannot write to {path} ({p} is a file, not a directory)", status=2)
+            break
+    try: path.mkdir(parents=True, exist_ok=True)
+    except OSError as e: raise unwritable(flag, path, e) from None
+    return path
+
 def check_writable_dir(path: str | os.PathLike, flag: str) -> Path:
     "Make sure directory `path` exists and accepts a new file; raise a one-line `UserError` naming `flag` if not."
-    path = Path(path)
+    path = make_dir(path, flag)
     try:
-        path.mkdir(parents=True, exist_ok=True)
         probe = path / f".write-probe-{os.getpid()}"
         probe.write_bytes(b""); probe.unlink()
     except OSError as e: raise unwritable(flag, path, e) from None
@@ -34,7 +44,7 @@ def check_writable_file(path: str | os.PathLike, flag: str) -> Path:
     check_writable_dir(path.parent, flag)
     return path
 
-# %% ../nbs/07_run_lock.ipynb #aab4e798
+# %% ../nbs/07_run_lock.ipynb #8edce4cb
 HELD_ENV = "ALFWORLD_RL_HELD_LOCKS"     # lock files held by an ancestor process, os.pathsep-separated
 _held: dict[str, list] = {}             # resolved lock path -> [open file, count] held by this process
 
@@ -50,8 +60,8 @@ def _holder(path: Path) -> str:
 
 class RunLock:
     "An exclusive `fcntl.flock` on the file `path`, re-entrant in this process; the OS drops it when the holder dies."
-    def __init__(self, path: str | os.PathLike, flag: str, what: str | None = None):
-        self.path, self.flag = Path(path), flag
+    def __init__(self, path: str | os.PathLike, flag: str, what: str | None = None, dir_flag: str | None = None):
+        self.path, self.flag, self.dir_flag = Path(path), flag, dir_flag or flag
         self.what = what or str(self.path.parent)
         self.key, self.held = str(self.path.resolve()), False
 
@@ -74,15 +84,14 @@ class RunLock:
         if self.held: return self
         if self.key in _held: _held[self.key][1] += 1; self.held = True; return self
         if _inherited(self.key): self.held = True; return self
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            f = open(self.path, "a+b")
-        except OSError as e: raise unwritable(self.flag, self.path.parent, e) from None
+        make_dir(self.path.parent, self.dir_flag)
+        try: f = open(self.path, "a+b")
+        except OSError as e: raise unwritable(self.dir_flag, self.path.parent, e) from None
         try: fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
             f.close()
             if e.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK): raise self.busy_error() from None
-            raise unwritable(self.flag, self.path.parent, e) from None
+            raise unwritable(self.dir_flag, self.path.parent, e) from None
         f.seek(0); f.truncate()
         f.write(f"{os.getpid()} ({' '.join(['alfworld-rl', *sys.argv[1:3]]) if sys.argv else ''})".encode()); f.flush()
         _held[self.key] = [f, 1]
@@ -105,11 +114,11 @@ class RunLock:
     def __enter__(self): return self.acquire()
     def __exit__(self, *exc): self.release(); return False
 
-# %% ../nbs/07_run_lock.ipynb #f349f466
-def run_dir_lock(run_dir: str | os.PathLike, flag: str = "--run-name") -> RunLock:
-    "The lock of run directory `run_dir` (the file `<run_dir>/.lock`)."
+# %% ../nbs/07_run_lock.ipynb #b2b0d473
+def run_dir_lock(run_dir: str | os.PathLike, flag: str = "--run-name", dir_flag: str = "--output-dir") -> RunLock:
+    "The lock of run directory `run_dir` (the file `<run_dir>/.lock`); `dir_flag` is named when it cannot be written."
     run_dir = Path(run_dir)
-    return RunLock(run_dir / ".lock", flag, what=f"the run directory {run_dir}")
+    return RunLock(run_dir / ".lock", flag, what=f"the run directory {run_dir}", dir_flag=dir_flag)
 
 def output_file_lock(path: str | os.PathLike, flag: str = "--output") -> RunLock:
     "The lock of output file `path` (the file `.<name>.lock` in its directory)."

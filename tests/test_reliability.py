@@ -109,3 +109,59 @@ def test_second_eval_on_one_output_is_refused(small_data_root, tmp_path):
     finally: stop(first)
     ids = [r["game_id"] for r in read_jsonl(out) if r.get("type") == "trajectory"]
     assert len(ids) == len(set(ids))
+
+
+# ---- 3. unwritable outputs are found before any work, with one line ---------------------------------------------
+
+@pytest.fixture
+def a_file(tmp_path):
+    "A regular file: every path under it is unwritable (the test runs as root, so read-only modes would not stop it)."
+    f = tmp_path / "afile"
+    f.write_text("x")
+    return f
+
+
+def _summary_file(path):
+    "A finished evaluation file holding only a summary."
+    from alfworld_rl.analysis import write_summary_file
+    return write_summary_file(path, "tiny-qwen3", None, {"eval/valid_seen/games": 2, "eval/valid_seen/success_rate": 0.5})
+
+
+@pytest.mark.parametrize("command,flag", [
+    (["eval", "--base-model", "tiny-qwen3", "--output", "{f}/out.jsonl"], "--output"),
+    (["eval", "--base-model", "tiny-qwen3", "--output", "{tmp}/out.jsonl", "--runs-dir", "{f}/runs"], "--runs-dir"),
+    (["generate", "--out", "{f}/data", "--train", "1"], "--out"),
+    (["train", *TINY_TRAIN, "--max-steps", "1", "--output-dir", "{f}/runs"], "--output-dir"),
+    (["train", *TINY_TRAIN, "--max-steps", "1", "--output-dir", "{f}/runs", "--no-report"], "--output-dir"),
+    (["sft", *TINY_SFT, "--max-steps", "1", "--output-dir", "{f}/runs"], "--output-dir"),
+    (["mini", "--settings", "smoke", "--out-dir", "{f}/mini"], "--out-dir"),
+    (["analyze", "a={tmp}/a.jsonl", "--output", "{f}/fig.png"], "--output"),
+    (["analyze", "a={tmp}/a.jsonl", "--output", "{tmp}/fig.png", "--task-output", "{f}/t.png"], "--task-output"),
+    (["analyze", "a={tmp}/a.jsonl", "--output", "{tmp}/fig.png", "--task-output", "{tmp}/t.png", "--report", "{f}/r.ipynb"], "--report"),
+], ids=lambda v: v if isinstance(v, str) else v[0] + " " + v[-1].split("/")[-1])
+def test_unwritable_output_fails_first_with_one_line(command, flag, a_file, small_data_root, tmp_path):
+    _summary_file(tmp_path / "a.jsonl")
+    args = [a.format(f=a_file, tmp=tmp_path) for a in command]
+    if args[0] in ("eval", "train", "sft"): args += ["--data-root", str(small_data_root)]
+    t0 = time.time()
+    r = cli(*args, cwd=tmp_path, timeout=120)
+    line = one_line_error(r)
+    assert line.startswith(f"alfworld-rl {args[0]}: error: {flag}: cannot write to ") and "is a file, not a directory" in line, line
+    assert r.stdout == ""                                    # nothing ran: no model, no game, no progress
+    left = sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock"))   # an output's lock file may stay
+    assert left == sorted(["afile", "a.jsonl"]), left
+
+
+# ---- 4. the split name is checked first --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("command", ["train", "sft"])
+@pytest.mark.parametrize("root", ["empty", "generated"])
+def test_wrong_train_split_is_refused_before_anything(command, root, small_data_root, tmp_path):
+    data = tmp_path / "nothing-here" if root == "empty" else small_data_root
+    before = sorted(p.relative_to(data) for p in data.rglob("*")) if data.exists() else None
+    r = cli(command, "--base-model", "tiny-qwen3", "--train-split", "trian", "--data-root", data,
+            "--output-dir", tmp_path / "runs", "--no-report", cwd=tmp_path, timeout=120)
+    line = one_line_error(r)
+    assert "--train-split must be one of train, valid_seen, valid_unseen (got 'trian')" in line
+    assert not (tmp_path / "runs").exists() and r.stdout == ""
+    assert (sorted(p.relative_to(data) for p in data.rglob("*")) if data.exists() else None) == before   # nothing generated
