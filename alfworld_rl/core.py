@@ -25,7 +25,10 @@ class UserError(Exception):
 def user_error_from_report(evalue: str) -> UserError:
     "The `UserError` a report kernel raised, rebuilt from its text (the status tag read back and removed)."
     m = re.search(r" \[exit status (\d+)\]$", evalue)
-    return UserError(evalue[:m.start()], int(m.group(1))) if m else UserError(evalue)
+    message, status = (evalue[:m.start()], int(m.group(1))) if m else (evalue, 1)
+    err = UserError(message, status)
+    err.args = (message,)                      # untagged, even while the tag is switched on in this process
+    return err
 
 # %% ../nbs/00_core.ipynb #ac02ad40
 def patch_textworld() -> bool:

@@ -180,13 +180,14 @@ class SFTRun:
     def open(self) -> "SFTRun":
         "Prepare the run directory, demonstrations, training client and logging (resuming if asked)."
         from alfworld_rl.data import GameBatches
-        from alfworld_rl.train import SwanLabLog, load_training_games, make_service, read_checkpoints, rewind_run
+        from alfworld_rl.train import SwanLabLog, check_run_files, load_training_games, make_service, read_checkpoints, rewind_run
         from alfworld_rl.train_config import run_started, save_run_config
         c = self.config
         from alfworld_rl.run_lock import run_dir_lock
         self.lock = run_dir_lock(self.run_dir).acquire()   # one writer per run directory (re-entrant for the CLI's hold)
         if not self.resume and run_started(self.run_dir):
             raise UserError(f"--run-name: {self.run_dir} already holds a run; pass --resume to continue it", status=2)
+        if self.resume: check_run_files(self.run_dir)      # a corrupt file: one line, before anything is written
         seed_everything(c.seed)
         saves = read_checkpoints(self.run_dir) if self.resume else []
         self.step = saves[-1]["step"] if saves else 0

@@ -15,10 +15,10 @@ from .train_config import (TrainConfig, add_train_arguments, given_settings, res
                                       save_run_config, run_started, validate_config)
 
 # %% auto #0
-__all__ = ['AUTO_GENERATE', 'STOP_FILE', 'step_seed', 'split_has_games', 'load_training_games', 'read_checkpoints', 'rewind_run',
-           'token_cost', 'numeric_metrics', 'SwanLabLog', 'make_service', 'restore_training_client', 'start_from_state',
-           'sample_record', 'Trainer', 'train', 'report_template', 'forward_interrupts', 'run_report',
-           'cli_train_parser', 'cli_train', 'ScoredPolicy']
+__all__ = ['AUTO_GENERATE', 'RUN_FILES', 'STOP_FILE', 'step_seed', 'split_has_games', 'load_training_games', 'read_checkpoints',
+           'check_run_files', 'rewind_run', 'token_cost', 'numeric_metrics', 'SwanLabLog', 'make_service',
+           'restore_training_client', 'start_from_state', 'sample_record', 'Trainer', 'train', 'report_template',
+           'forward_interrupts', 'run_report', 'cli_train_parser', 'cli_train', 'ScoredPolicy']
 
 # %% ../nbs/40_train.ipynb #f25fb73e
 def step_seed(seed: int, step: int) -> int:
@@ -48,6 +48,12 @@ def load_training_games(config: TrainConfig) -> list:
 def read_checkpoints(run_dir: str | os.PathLike) -> list[dict]:
     "The saves of a run, oldest first."
     return read_jsonl(Path(run_dir) / "checkpoints.jsonl")
+
+RUN_FILES = ("metrics.jsonl", "samples.jsonl", "checkpoints.jsonl")
+
+def check_run_files(run_dir: str | os.PathLike) -> None:
+    "Read every record file of `run_dir`: a corrupt one raises a one-line error naming it and the line, before anything is written."
+    for name in RUN_FILES: read_jsonl(Path(run_dir) / name)
 
 def rewind_run(run_dir: str | os.PathLike, step: int) -> None:
     "Drop every metrics/samples/checkpoint record after update `step` (and any half-written last line)."
@@ -145,6 +151,7 @@ class Trainer:
         self.lock = run_dir_lock(self.run_dir).acquire()   # one writer per run directory (re-entrant for the CLI's hold)
         if not self.resume and run_started(self.run_dir):
             raise UserError(f"--run-name: {self.run_dir} already holds a run; pass --resume to continue it", status=2)
+        if self.resume: check_run_files(self.run_dir)
         seed_everything(c.seed)
         self.games = load_training_games(c)
         self.batches = GameBatches(self.games, c.games_per_batch, seed=c.seed)

@@ -165,3 +165,90 @@ def test_wrong_train_split_is_refused_before_anything(command, root, small_data_
     assert "--train-split must be one of train, valid_seen, valid_unseen (got 'trian')" in line
     assert not (tmp_path / "runs").exists() and r.stdout == ""
     assert (sorted(p.relative_to(data) for p in data.rglob("*")) if data.exists() else None) == before   # nothing generated
+
+
+# ---- 7. the same error gives the same status with and without the report ----------------------------------------
+
+@pytest.mark.parametrize("command", ["train", "sft"])
+def test_flag_error_found_in_the_report_keeps_status_2(command, small_data_root, tmp_path):
+    "--games-per-batch larger than the training set is only known once the games are found (inside the report)."
+    tiny = TINY_TRAIN if command == "train" else TINY_SFT
+    lines = {}
+    for mode in ("report", "no-report"):
+        r = cli(command, *tiny, "--games-per-batch", "50", "--max-steps", "1", "--data-root", small_data_root,
+                "--output-dir", tmp_path / mode, *(["--no-report"] if mode == "no-report" else []), cwd=tmp_path)
+        assert r.returncode == 2, (mode, r.stdout, r.stderr)
+        lines[mode] = r.stderr.strip().splitlines()[-1]
+        assert "--games-per-batch must be <= the number of games" in lines[mode], (mode, r.stderr)
+        assert "UserError" not in lines[mode] and "failed:" not in lines[mode]
+    assert lines["report"] == lines["no-report"]
+
+
+# ---- 6. the resume hint works as printed; corrupt run files get one line ----------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["train", "sft"])
+def test_printed_resume_hint_works_as_printed(command, small_data_root, tmp_path):
+    runs = tmp_path / "elsewhere" / "my runs"               # not the default, and with a space
+    tiny = TINY_TRAIN if command == "train" else TINY_SFT
+    proc = spawn(command, *tiny, "--max-steps", "200", "--save-every", "1", "--run-name", "hint", "--data-root",
+                 small_data_root, "--output-dir", runs, "--no-report", cwd=tmp_path)
+    try: wait_for(lambda: len(read_jsonl(runs / "hint" / "checkpoints.jsonl")) >= 1, proc)
+    finally: out = stop(proc)
+    assert proc.returncode == 130, out
+    hint = out.split("Continue with: ")[1].splitlines()[0]
+    assert hint.startswith(f"alfworld-rl {command} --run-name hint --output-dir ") and hint.endswith("--resume"), hint
+    import shlex
+    done = len(read_jsonl(runs / "hint" / "metrics.jsonl"))
+    r = subprocess.run(shlex.split(hint)[1:] and [CLI, *shlex.split(hint)[1:], "--max-steps", str(done + 1), "--no-report"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    steps = [m["step"] for m in read_jsonl(runs / "hint" / "metrics.jsonl")]
+    assert steps == list(range(1, done + 2)) or steps[-1] == done + 1, steps
+
+
+@pytest.fixture(scope="module")
+def finished_run(small_data_root, tmp_path_factory):
+    "A finished one-update train run (copied by each test that damages it)."
+    runs = tmp_path_factory.mktemp("finished") / "runs"
+    r = cli("train", *TINY_TRAIN, "--max-steps", "2", "--save-every", "1", "--run-name", "done", "--data-root",
+            small_data_root, "--output-dir", runs, "--no-report")
+    assert r.returncode == 0, r.stderr
+    return runs / "done"
+
+
+def _copy_run(run, tmp_path):
+    import shutil
+    runs = tmp_path / "runs"
+    shutil.copytree(run, runs / "done")
+    return runs
+
+
+@pytest.mark.parametrize("damage,message", [
+    (("config.json", lambda t: t[: len(t) // 2]), "config.json: line "),
+    (("metrics.jsonl", lambda t: "not json\n" + t), "metrics.jsonl: line 1 is not valid JSON"),
+    (("checkpoints.jsonl", lambda t: t + "[1, 2]\n"), "checkpoints.jsonl: line 3 is not a JSON object"),
+], ids=["config.json", "metrics.jsonl", "checkpoints.jsonl"])
+def test_corrupt_run_file_on_resume_is_one_line(damage, message, finished_run, tmp_path):
+    runs = _copy_run(finished_run, tmp_path)
+    name, change = damage
+    path = runs / "done" / name
+    path.write_text(change(path.read_text()))
+    before = {p.name: p.read_bytes() for p in (runs / "done").iterdir() if p.is_file() and p.name != ".lock"}
+    r = cli("train", "--run-name", "done", "--output-dir", runs, "--max-steps", "3", "--resume", "--no-report",
+            cwd=tmp_path, timeout=300)
+    line = one_line_error(r, status=1)
+    assert message in line, line
+    assert {p.name: p.read_bytes() for p in (runs / "done").iterdir() if p.is_file() and p.name in before} == before
+
+
+# ---- 8. input edge cases -----------------------------------------------------------------------------------------
+
+def test_resume_with_fewer_steps_than_done_says_so(finished_run, tmp_path):
+    runs = _copy_run(finished_run, tmp_path)
+    r = cli("train", "--run-name", "done", "--output-dir", runs, "--max-steps", "1", "--resume", "--no-report", cwd=tmp_path)
+    line = one_line_error(r)
+    assert "--max-steps 1 is below the 2 updates" in line and "--max-steps 3 or more" in line, line
+    r = cli("train", "--run-name", "done", "--output-dir", runs, "--max-steps", "2", "--resume", "--no-report", cwd=tmp_path)
+    assert r.returncode == 0 and "already has its 2 updates" in r.stderr and "nothing to do" in r.stderr, r.stderr
+    assert [m["step"] for m in read_jsonl(runs / "done" / "metrics.jsonl")] == [1, 2]
