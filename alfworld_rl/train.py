@@ -17,8 +17,8 @@ from .train_config import (TrainConfig, add_train_arguments, given_settings, res
 # %% auto #0
 __all__ = ['AUTO_GENERATE', 'RUN_FILES', 'STOP_FILE', 'step_seed', 'split_has_games', 'load_training_games', 'read_checkpoints',
            'check_run_files', 'rewind_run', 'token_cost', 'numeric_metrics', 'SwanLabLog', 'make_service',
-           'restore_training_client', 'start_from_state', 'sample_record', 'Trainer', 'train', 'report_template',
-           'forward_interrupts', 'run_report', 'cli_train_parser', 'cli_train', 'ScoredPolicy']
+           'restore_training_client', 'start_from_state', 'check_env_errors', 'sample_record', 'Trainer', 'train',
+           'report_template', 'forward_interrupts', 'run_report', 'cli_train_parser', 'cli_train', 'ScoredPolicy']
 
 # %% ../nbs/40_train.ipynb #f25fb73e
 def step_seed(seed: int, step: int) -> int:
@@ -126,6 +126,17 @@ def start_from_state(svc, state_path: str, base_model: str, rank: int):
     return tc
 
 # %% ../nbs/40_train.ipynb #c7543b19
+def check_env_errors(trajectories: list, update: int) -> None:
+    "Say on stderr which games of an update failed in the environment; stop the run when every one did."
+    failed = [t for t in trajectories if t.stop_reason == "env_error"]
+    if not failed: return
+    games = sorted({t.game.id for t in failed})
+    if len(failed) == len(trajectories):
+        raise UserError(f"update {update}: every trajectory failed in the environment (first: {failed[0].game.id}: "
+                        f"{failed[0].error}); check the games under --data-root")
+    print(f"Warning: update {update}: {len(failed)} of {len(trajectories)} trajectories failed in the environment "
+          f"(games {', '.join(games)}; first error: {failed[0].error})", file=sys.stderr, flush=True)
+
 def _now() -> str:
     "The current UTC time as an ISO string."
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -216,6 +227,7 @@ class Trainer:
         t = time.perf_counter()
         batch = run_rollout(sampler, self.tokenizer, games, rc, progress=progress)
         self.timings["time/rollout_s"] = time.perf_counter() - t
+        check_env_errors(batch.trajectories, self.current)
         return batch
 
     def datums(self, batch) -> list:
