@@ -229,7 +229,8 @@ def cli_download_parser(parser) -> None:
 
 def cli_download(args) -> int:
     "Run `alfworld-rl download`."
-    if args.connect_timeout <= 0: raise UserError(f"--connect-timeout must be > 0, got {args.connect_timeout}", status=2)
+    if not 0 < args.connect_timeout < float("inf"):     # also refuses nan
+        raise UserError(f"--connect-timeout must be a finite number > 0, got {args.connect_timeout}", status=2)
     root = download(args.data_dir, connect_timeout=args.connect_timeout)
     for split in SPLITS:
         print(f"{split}: {len(discover_games(root, split))} games")

@@ -79,6 +79,10 @@ def _bad(flag: str, rule: str, value) -> UserError:
 def validate_eval_config(c: EvalConfig) -> EvalConfig:
     "Check every setting of `c`; raise `UserError(status=2)` naming the first bad flag."
     if c.split not in SPLIT_CHOICES: raise _bad("split", f"one of {', '.join(SPLIT_CHOICES)}", c.split)
+    import math
+    for name in ("temperature", "top_p"):      # inf / nan are not valid JSON in the records
+        v = getattr(c, name)
+        if isinstance(v, float) and not math.isfinite(v): raise _bad(name.replace("_", "-"), "a finite number", v)
     if c.backend not in BACKENDS: raise _bad("backend", f"one of {', '.join(BACKENDS)}", c.backend)
     check_device_flags(c.device, c.dtype)
     if c.swanlab_mode not in SWANLAB_MODES: raise _bad("swanlab-mode", f"one of {', '.join(SWANLAB_MODES)}", c.swanlab_mode)

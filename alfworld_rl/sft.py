@@ -95,6 +95,9 @@ def validate_sft_config(c: SFTConfig) -> SFTConfig:
         return UserError(f"{flag_of(name)} must be {rule} (got {getattr(c, name)!r})", status=2)
     for name, options in CHOICES.items():
         if getattr(c, name) not in options: raise bad(name, "one of " + ", ".join(options))
+    import math
+    for f in fields(c):                        # inf / nan pass the range checks below and are not valid JSON
+        if isinstance(getattr(c, f.name), float) and not math.isfinite(getattr(c, f.name)): raise bad(f.name, "a finite number")
     check_device_flags(c.device, c.dtype)
     for name in POSITIVE_INTS:
         v = getattr(c, name)

@@ -360,8 +360,8 @@ STOP_FILE = "STOP"   # a Ctrl-C that reaches the report kernel between two cells
 
 class forward_interrupts:
     "While the report runs, a first Ctrl-C interrupts the kernel (the loop then stops cleanly); a second one, us."
-    def __init__(self, stop_file: str | os.PathLike | None = None):
-        self.stop_file = Path(stop_file) if stop_file else None
+    def __init__(self, stop_file: str | os.PathLike | None = None, command: str = "train"):
+        self.stop_file, self.command = (Path(stop_file) if stop_file else None), command
 
     def __enter__(self):
         self.count, self.old = 0, None
@@ -373,12 +373,23 @@ class forward_interrupts:
         "Pass the first interrupt to the kernel process(es), raise on the second."
         import psutil
         self.count += 1
-        if self.count > 1: raise KeyboardInterrupt
+        if self.count > 1: self.force()
         print("Interrupting the training kernel (Ctrl-C again to force)...", file=sys.stderr, flush=True)
         if self.stop_file is not None: self.stop_file.touch()      # the loop checks it before every update
         for child in psutil.Process().children():
             try: child.send_signal(signal.SIGINT)
             except psutil.Error: pass
+
+    def force(self):
+        "Second Ctrl-C: kill the kernel and its workers, print one line and exit 130 (run files stay as after kill -9)."
+        import psutil
+        for child in psutil.Process().children(recursive=True):
+            try: child.kill()
+            except psutil.Error: pass
+        if self.stop_file is not None: self.stop_file.unlink(missing_ok=True)
+        print(f"alfworld-rl {self.command}: interrupted (forced); continue with --resume", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(130)        # no unwinding through papermill's half-finished kernel calls (that printed pages of tracebacks)
 
     def __exit__(self, *exc):
         if self.old is not None: signal.signal(signal.SIGINT, self.old)
@@ -396,7 +407,7 @@ def run_report(config, resume: bool = False, name: str = "train") -> Path:
     from alfworld_rl.core import STATUS_TAG_ENV, user_error_from_report
     os.environ[STATUS_TAG_ENV] = "1"               # the kernel inherits it: its UserErrors carry their exit status
     try:
-        with forward_interrupts(config.run_dir / STOP_FILE): pm.execute_notebook(str(template), str(out), parameters=params, cwd=os.getcwd(), kernel_name="python3",
+        with forward_interrupts(config.run_dir / STOP_FILE, name): pm.execute_notebook(str(template), str(out), parameters=params, cwd=os.getcwd(), kernel_name="python3",
                             progress_bar=False, log_output=False, stdout_file=sys.stdout, stderr_file=sys.stderr)
     except pm.PapermillExecutionError as e:
         if e.ename == "KeyboardInterrupt": raise KeyboardInterrupt from e

@@ -4,7 +4,7 @@
 
 # %% ../nbs/39_train_config.ipynb #b649e42b
 from __future__ import annotations
-import argparse, dataclasses, json, os, re
+import argparse, dataclasses, json, math, os, re
 from dataclasses import dataclass, fields, asdict
 from pathlib import Path
 from .core import UserError
@@ -78,6 +78,9 @@ def _bad(name: str, rule: str, value) -> UserError:
 def validate_config(c: TrainConfig) -> TrainConfig:
     "Check every setting of `c`; raise `UserError(status=2)` naming the first bad flag and its allowed range."
     if c.backend not in BACKENDS: raise _bad("backend", f"one of {', '.join(BACKENDS)}", c.backend)
+    for f in fields(c):                        # inf / nan pass the range checks below and are not valid JSON
+        v = getattr(c, f.name)
+        if isinstance(v, float) and not math.isfinite(v): raise _bad(f.name, "a finite number", v)
     if c.swanlab_mode not in SWANLAB_MODES: raise _bad("swanlab_mode", f"one of {', '.join(SWANLAB_MODES)}", c.swanlab_mode)
     check_device_flags(c.device, c.dtype)
     for name in ("max_steps", "games_per_batch", "max_episode_steps", "max_trajectory_tokens",

@@ -252,3 +252,153 @@ def test_resume_with_fewer_steps_than_done_says_so(finished_run, tmp_path):
     r = cli("train", "--run-name", "done", "--output-dir", runs, "--max-steps", "2", "--resume", "--no-report", cwd=tmp_path)
     assert r.returncode == 0 and "already has its 2 updates" in r.stderr and "nothing to do" in r.stderr, r.stderr
     assert [m["step"] for m in read_jsonl(runs / "done" / "metrics.jsonl")] == [1, 2]
+
+
+# ---- 2. broken games are reported, never silent -----------------------------------------------------------------
+
+def _break_games(root, split, how, n=None):
+    "Damage the first `n` (default all) games of `split`: 'truncate' cuts game.tw-pddl, 'pddl' keeps valid JSON with PDDL the engine rejects."
+    files = sorted((root / "json_2.1.1" / split).rglob("game.tw-pddl"))[:n]
+    for f in files:
+        if how == "truncate": f.write_text(f.read_text()[:3000])
+        else:
+            g = json.loads(f.read_text()); g["pddl_problem"] = g["pddl_problem"].replace("(:objects", "(:objectz", 1)
+            f.write_text(json.dumps(g))
+    return files
+
+
+@pytest.fixture
+def damaged_root(small_data_root, tmp_path):
+    import shutil
+    root = tmp_path / "data"
+    shutil.copytree(small_data_root, root)
+    return root
+
+
+def test_eval_reports_broken_games_and_env_errors(damaged_root, tmp_path):
+    _break_games(damaged_root, "valid_seen", "truncate", n=1)
+    _break_games(damaged_root, "valid_unseen", "pddl", n=1)
+    r = cli("eval", *TINY_EVAL, "--data-root", damaged_root, "--output", tmp_path / "e.jsonl", "--no-report", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "left out 1 broken game(s) of valid_seen" in r.stderr and "not valid JSON" in r.stderr, r.stderr
+    assert "environment error" in r.stderr and "valid_unseen 1 of 3" in r.stderr, r.stderr
+    m = read_jsonl(tmp_path / "e.jsonl")[-1]["metrics"]
+    assert (m["eval/valid_seen/broken_games"], m["eval/valid_seen/games"]) == (1, 2)
+    assert (m["eval/valid_unseen/env_errors"], m["eval/valid_unseen/games"]) == (1, 3)
+    assert (m["eval/all/broken_games"], m["eval/all/env_errors"]) == (1, 1)
+
+
+def test_eval_where_every_game_fails_is_an_error(damaged_root, tmp_path):
+    _break_games(damaged_root, "valid_unseen", "pddl")
+    r = cli("eval", *TINY_EVAL, "--data-root", damaged_root, "--split", "valid_unseen", "--output", tmp_path / "e.jsonl",
+            "--no-report", cwd=tmp_path)
+    assert r.returncode == 1 and "every one of the 3 games failed in the environment" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_train_where_every_game_fails_stops(damaged_root, tmp_path):
+    _break_games(damaged_root, "train", "pddl")
+    r = cli("train", *TINY_TRAIN, "--max-steps", "2", "--data-root", damaged_root, "--output-dir", tmp_path / "runs",
+            "--no-report", cwd=tmp_path)
+    assert r.returncode == 1 and "update 1: every trajectory failed in the environment" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    assert read_jsonl(tmp_path / "runs" / "alfworld-agent-rl" / "metrics.jsonl") == []
+
+
+def test_training_set_of_only_broken_games_names_them(damaged_root, tmp_path):
+    _break_games(damaged_root, "train", "truncate")
+    r = cli("train", *TINY_TRAIN, "--max-steps", "1", "--data-root", damaged_root, "--output-dir", tmp_path / "runs",
+            "--no-report", cwd=tmp_path)
+    assert r.returncode == 1 and "left out 6 broken game(s) of train" in r.stderr and "no solvable ALFWorld games" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["train", "--temperature", "inf"], "--temperature must be a finite number (got inf)"),
+    (["train", "--learning-rate", "nan"], "--learning-rate must be a finite number (got nan)"),
+    (["sft", "--learning-rate", "inf"], "--learning-rate must be a finite number (got inf)"),
+    (["eval", "--temperature", "inf"], "--temperature must be a finite number (got inf)"),
+    (["eval", "--top-p", "nan"], "--top-p must be a finite number (got nan)"),
+    (["download", "--connect-timeout", "nan"], "--connect-timeout must be a finite number > 0, got nan"),
+])
+def test_non_finite_numbers_are_refused(flags, message, tmp_path):
+    extra = {"train": ["--output-dir", tmp_path / "runs"], "sft": ["--output-dir", tmp_path / "runs"],
+             "eval": ["--output", tmp_path / "e.jsonl"], "download": ["--data-dir", tmp_path / "d"]}[flags[0]]
+    line = one_line_error(cli(*flags, *extra, cwd=tmp_path, timeout=120))
+    assert message in line, line
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("typed,shown", [("²\nquit\n", "[1] ²"), ("-1\nquit\n", "No action -1: choose 1..")])
+def test_play_odd_input(typed, shown, small_data_root, tmp_path):
+    r = subprocess.run([CLI, "play", "--data-root", str(small_data_root), "--seed", "0"], input=typed,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert shown in r.stdout and "[1] -1" not in r.stdout, r.stdout
+
+
+@pytest.mark.parametrize("content", ['{"pddl_problem": "(define (problem', "not a game", ""])
+def test_play_refuses_a_corrupt_game_file(content, tmp_path):
+    f = tmp_path / "game.tw-pddl"
+    f.write_text(content)
+    line = one_line_error(subprocess.run([CLI, "play", "--game", str(f)], capture_output=True, text=True, timeout=120))
+    assert "--game" in line and "not a playable game" in line, line
+
+
+def test_generate_rerun_says_it_wrote_nothing(small_data_root, tmp_path):
+    import shutil
+    root = tmp_path / "data"
+    shutil.copytree(small_data_root, root)
+    from tests.conftest import SMALL_DATA_ARGS as A
+    r = cli("generate", "--out", root, "--train", A["train"], "--valid-seen", A["valid_seen"], "--valid-unseen",
+            A["valid_unseen"], "--seed", A["seed"], "--min-receptacles", A["min_receptacles"], "--max-receptacles",
+            A["max_receptacles"], "--distractors", A["distractors"], "--max-plan-steps", A["max_plan_steps"], timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "already holds these 12 games; nothing to write" in r.stdout and "wrote" not in r.stdout, r.stdout
+
+
+def test_analyze_names_a_non_numeric_count(tmp_path):
+    from alfworld_rl.analysis import write_summary_file
+    write_summary_file(tmp_path / "a.jsonl", "m", None, {"eval/valid_seen/games": "ten", "eval/valid_seen/success_rate": 0.5})
+    line = one_line_error(cli("analyze", f"a={tmp_path / 'a.jsonl'}", "--output", tmp_path / "f.png",
+                              "--task-output", tmp_path / "t.png", cwd=tmp_path, timeout=120), status=1)
+    assert "the summary metric 'eval/valid_seen/games' is not a number (got 'ten')" in line, line
+
+
+# ---- 5. interrupts end with one clean line and status 130 -------------------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.parametrize("report", [False, True], ids=["no-report", "report"])
+def test_ctrl_c_prints_no_traceback(report, small_data_root, tmp_path):
+    runs = tmp_path / "runs"
+    proc = spawn("train", *TINY_TRAIN, "--max-steps", "50", "--save-every", "1", "--run-name", "c",
+                 "--data-root", small_data_root, "--output-dir", runs, *([] if report else ["--no-report"]), cwd=tmp_path)
+    try:
+        wait_for(lambda: len(read_jsonl(runs / "c" / "metrics.jsonl")) >= 1, proc)
+        os.killpg(proc.pid, signal.SIGINT)
+        out = proc.communicate(timeout=300)[0]
+    finally:
+        if proc.poll() is None: os.killpg(proc.pid, signal.SIGKILL); proc.wait()
+    assert proc.returncode == 130, out
+    assert "Traceback" not in out and "InvalidStateError" not in out and "Exception in thread" not in out, out
+    assert "Continue with: alfworld-rl train --run-name c --output-dir" in out, out
+
+
+@pytest.mark.slow
+def test_second_ctrl_c_in_report_mode_is_one_line(small_data_root, tmp_path):
+    runs = tmp_path / "runs"
+    proc = spawn("train", *TINY_TRAIN, "--max-steps", "50", "--save-every", "1", "--run-name", "c2",
+                 "--data-root", small_data_root, "--output-dir", runs, cwd=tmp_path)
+    try:
+        wait_for(lambda: len(read_jsonl(runs / "c2" / "metrics.jsonl")) >= 1, proc)
+        os.kill(proc.pid, signal.SIGINT)              # to the command only, as a terminal's second Ctrl-C reaches it
+        time.sleep(0.5)
+        os.kill(proc.pid, signal.SIGINT)
+        out = proc.communicate(timeout=300)[0]
+    finally:
+        if proc.poll() is None: os.killpg(proc.pid, signal.SIGKILL); proc.wait()
+    assert proc.returncode == 130, out
+    assert "Traceback" not in out and out.strip().splitlines()[-1] == "alfworld-rl train: interrupted (forced); continue with --resume", out
+    r = cli("train", "--run-name", "c2", "--output-dir", runs, "--resume", "--no-report", "--max-steps",
+            str(len(read_jsonl(runs / "c2" / "metrics.jsonl")) + 1), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
