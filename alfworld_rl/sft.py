@@ -362,6 +362,11 @@ def cli_sft(args) -> int:
     config = resolve_sft_config(given, resume=args.resume)
     with run_dir_lock(config.run_dir):                     # held for the whole command (the report kernel inherits it)
         if args.no_report: sft(config, resume=args.resume)
-        else: print(f"Report: {run_sft_report(config, resume=args.resume)}", flush=True)
+        else:
+            try: print(f"Report: {run_sft_report(config, resume=args.resume)}", flush=True)
+            except KeyboardInterrupt:          # the kernel's own hint may not reach us: print the command here
+                from alfworld_rl.run_lock import resume_command
+                print(f"Continue with: {resume_command('sft', config.run_name, config.output_dir)}", file=sys.stderr, flush=True)
+                raise
     print(f"Metrics: {config.run_dir / 'metrics.jsonl'}", flush=True)
     return 0

@@ -432,7 +432,11 @@ def cli_train(args) -> int:
         (config.run_dir / STOP_FILE).unlink(missing_ok=True)   # left behind if an earlier run was killed mid-stop
         if args.no_report: train(config, resume=args.resume)
         else:
-            out = run_report(config, resume=args.resume)
+            try: out = run_report(config, resume=args.resume)
+            except KeyboardInterrupt:          # the kernel's own hint may not reach us: print the command here
+                from alfworld_rl.run_lock import resume_command
+                print(f"Continue with: {resume_command('train', config.run_name, config.output_dir)}", file=sys.stderr, flush=True)
+                raise
             print(f"Report: {out}", flush=True)
     print(f"Metrics: {config.run_dir / 'metrics.jsonl'}", flush=True)
     return 0
