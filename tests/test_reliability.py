@@ -400,5 +400,5 @@ def test_second_ctrl_c_in_report_mode_is_one_line(small_data_root, tmp_path):
     assert proc.returncode == 130, out
     assert "Traceback" not in out and out.strip().splitlines()[-1] == "alfworld-rl train: interrupted (forced); continue with --resume", out
     r = cli("train", "--run-name", "c2", "--output-dir", runs, "--resume", "--no-report", "--max-steps",
-            str(len(read_jsonl(runs / "c2" / "metrics.jsonl")) + 1), cwd=tmp_path)
+            str(len(read_jsonl(runs / "c2" / "metrics.jsonl")) + 1), cwd=tmp_path, timeout=1200)
     assert r.returncode == 0, r.stderr
