@@ -82,6 +82,9 @@ def load_summary(path: str | os.PathLike, label: str | None = None) -> EvalSumma
     metrics = s.get("metrics")
     if not isinstance(metrics, dict):
         raise UserError(f"{path}: the summary record has no `metrics` object")
+    for k, v in metrics.items():               # a hand-edited or foreign file: say which number is wrong
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+            raise UserError(f"{path}: the summary metric {k!r} is not a number (got {v!r})")
     summary = EvalSummary(label or path.stem, str(path), s.get("base_model"), s.get("model_path"), metrics)
     if not summary.splits():
         raise UserError(f"{path}: the summary has no `eval/<split>/games` metric, so it is not an evaluation summary")
@@ -250,8 +253,11 @@ def cli_analyze_parser(parser) -> None:
 
 def cli_analyze(args) -> int:
     "Compare evaluation files: print tables, save the figures, optionally run the report notebook."
+    from alfworld_rl.run_lock import check_writable_file
     files = parse_eval_files(args.files)
     summaries = load_summaries(files)
+    check_writable_file(args.output, "--output"); check_writable_file(args.task_output, "--task-output")
+    if args.report: check_writable_file(args.report, "--report")
     print(comparison_table(summaries)); print()
     print(task_table(summaries)); print()
     print(f"Saved figure: {plot_checkpoints(summaries, args.output)}")

@@ -8,19 +8,31 @@ import json, os, re, random
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['DEFAULT_DATA_ROOT', 'UserError', 'patch_textworld', 'resolve_data_root', 'import_alfworld', 'canonicalize_action',
-           'append_jsonl', 'read_jsonl', 'rewrite_jsonl', 'truncate_partial_line', 'seed_everything', 'user_cache_dir']
+__all__ = ['STATUS_TAG_ENV', 'DEFAULT_DATA_ROOT', 'UserError', 'user_error_from_report', 'patch_textworld', 'resolve_data_root',
+           'import_alfworld', 'canonicalize_action', 'append_jsonl', 'CorruptFileError', 'read_jsonl',
+           'read_json_object', 'rewrite_jsonl', 'truncate_partial_line', 'seed_everything', 'user_cache_dir']
 
 # %% ../nbs/00_core.ipynb #3b1f0c7f
 import warnings
 warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
 
 # %% ../nbs/00_core.ipynb #a2524c35
+STATUS_TAG_ENV = "ALFWORLD_RL_TAG_STATUS"   # set for report kernels: their errors carry the exit status
+
 class UserError(Exception):
     "An error the user can fix; the CLI prints `message` on one line and exits with `status`."
     def __init__(self, message: str, status: int = 1):
+        if os.environ.get(STATUS_TAG_ENV): message = f"{message} [exit status {status}]"
         super().__init__(message)
         self.status = status
+
+def user_error_from_report(evalue: str) -> UserError:
+    "The `UserError` a report kernel raised, rebuilt from its text (the status tag read back and removed)."
+    m = re.search(r" \[exit status (\d+)\]$", evalue)
+    message, status = (evalue[:m.start()], int(m.group(1))) if m else (evalue, 1)
+    err = UserError(message, status)
+    err.args = (message,)                      # untagged, even while the tag is switched on in this process
+    return err
 
 # %% ../nbs/00_core.ipynb #ac02ad40
 def patch_textworld() -> bool:
@@ -77,18 +89,36 @@ def append_jsonl(path: str | os.PathLike, record: dict) -> None:
         f.write(json.dumps(record, ensure_ascii=False) + "\n")
         f.flush(); os.fsync(f.fileno())
 
+class CorruptFileError(UserError, ValueError):
+    "A run or result file that cannot be read; the message names the file and the line."
+
 def read_jsonl(path: str | os.PathLike) -> list[dict]:
     "All complete records in `path`; a truncated last line (an interrupted write) is ignored."
     path = Path(path)
     if not path.exists(): return []
-    records, lines = [], path.read_text(encoding="utf-8").split("\n")
+    try: text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e: raise CorruptFileError(f"{path}: not a UTF-8 text file ({e.reason} at byte {e.start})") from None
+    records, lines = [], text.split("\n")
     for i, line in enumerate(lines):
         if not line.strip(): continue
-        try: records.append(json.loads(line))
+        try: record = json.loads(line)
         except json.JSONDecodeError:
             if i == len(lines) - 1: break  # cut off mid-write: the resumed job rewrites it
-            raise ValueError(f"{path}: line {i+1} is not valid JSON")
+            raise CorruptFileError(f"{path}: line {i+1} is not valid JSON; repair or delete that line") from None
+        if not isinstance(record, dict):
+            raise CorruptFileError(f"{path}: line {i+1} is not a JSON object; repair or delete that line")
+        records.append(record)
     return records
+
+def read_json_object(path: str | os.PathLike) -> dict:
+    "The JSON object in `path` (a run's `config.json`); a corrupt file is a `CorruptFileError` naming it and the line."
+    path = Path(path)
+    try: value = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as e: raise CorruptFileError(f"{path}: not a UTF-8 text file ({e.reason} at byte {e.start})") from None
+    except json.JSONDecodeError as e:
+        raise CorruptFileError(f"{path}: line {e.lineno} is not valid JSON ({e.msg}); repair or delete the file") from None
+    if not isinstance(value, dict): raise CorruptFileError(f"{path}: not a JSON object")
+    return value
 
 def rewrite_jsonl(path: str | os.PathLike, records: list[dict]) -> None:
     "Replace `path` with `records` atomically (a crash leaves the old file or the new one, never half of each)."

@@ -11,8 +11,8 @@ from urllib.parse import urlparse
 from .core import UserError, resolve_data_root
 
 # %% auto #0
-__all__ = ['TASK_TYPES', 'SPLITS', 'GAMES_DIR', 'ALFWORLD_RELEASE_URLS', 'Game', 'split_dir', 'discover_games', 'GameBatches',
-           'download', 'cli_download_parser', 'cli_download']
+__all__ = ['TASK_TYPES', 'SPLITS', 'GAMES_DIR', 'ALFWORLD_RELEASE_URLS', 'Game', 'split_dir', 'game_file_problem',
+           'report_broken', 'discover_games', 'GameBatches', 'download', 'cli_download_parser', 'cli_download']
 
 # %% ../nbs/01_data.ipynb #0d9aeb75
 TASK_TYPES = ("pick_and_place_simple", "look_at_obj_in_light", "pick_clean_then_place_in_recep",
@@ -42,32 +42,81 @@ def _no_games(d: Path, why: str) -> UserError:
                      f"--data-dir {root}`) or with procedural ones, offline (`alfworld-rl generate --out {root}`); "
                      "or point --data-root / $ALFWORLD_DATA at an existing one")
 
-def _read_game(trial: Path, rel: str) -> str | None:
-    "The task type of the game in `trial` if ALFWorld would load it, else None."
-    if "movable" in rel or "Sliced" in rel: return None
-    game_file = trial / "game.tw-pddl"
-    if not game_file.is_file(): return None
-    try:
-        task_type = json.loads((trial / "traj_data.json").read_text(encoding="utf-8")).get("task_type")
-        if task_type not in TASK_TYPES: return None
-        if json.loads(game_file.read_text(encoding="utf-8")).get("solvable") is not True: return None
-    except (OSError, json.JSONDecodeError): return None
-    return task_type
+def _read_json(path: Path, name: str) -> tuple[object, str | None]:
+    "The JSON value in `path`, or None and why it cannot be read."
+    try: return json.loads(path.read_text(encoding="utf-8")), None
+    except UnicodeDecodeError: return None, f"{name} is not UTF-8 text"
+    except OSError as e: return None, f"{name} cannot be read ({e.strerror})"
+    except json.JSONDecodeError as e: return None, f"{name} is not valid JSON (line {e.lineno}: {e.msg}; truncated?)"
 
-def discover_games(data_root, split: str, *, max_games: int | None = None, seed: int | None = None) -> list[Game]:
-    "Solvable games of the six task types in `split`, sorted by id, or shuffled by `seed`; at most `max_games`."
+def _pddl_problem(text: str, what: str) -> str | None:
+    "Why the PDDL `text` is malformed (unbalanced parentheses, no `(define`), or None."
+    depth = 0
+    for line in text.splitlines():
+        for ch in line.split(";", 1)[0]:        # `;` starts a comment
+            depth += (ch == "(") - (ch == ")")
+            if depth < 0: return f"{what} has an unmatched ')'"
+    if depth: return f"{what} has {depth} unclosed '(' (truncated?)"
+    import re
+    if not re.search(r"\(\s*define\b", text): return f"{what} has no (define ...)"
+    return None
+
+def game_file_problem(game_file) -> str | None:
+    "Why `game_file` (a game.tw-pddl) cannot be played, or None when it is sound (its PDDL parses as balanced)."
+    game, why = _read_json(Path(game_file), "game.tw-pddl")
+    if why: return why
+    if not isinstance(game, dict): return "game.tw-pddl is not a JSON object"
+    for key in ("pddl_domain", "pddl_problem", "grammar"):
+        if not isinstance(game.get(key), str) or not game[key].strip(): return f"game.tw-pddl has no {key}"
+    for key in ("pddl_domain", "pddl_problem"):
+        why = _pddl_problem(game[key], key)
+        if why: return why
+    if ":init" not in game["pddl_problem"] or ":goal" not in game["pddl_problem"]: return "pddl_problem has no :init or no :goal"
+    return None
+
+def _read_game(trial: Path, rel: str) -> tuple[str | None, str | None]:
+    "(task type, None) for a game ALFWorld would load; (None, None) for one its rules skip; (None, why) for a broken one."
+    if "movable" in rel or "Sliced" in rel: return None, None
+    game_file = trial / "game.tw-pddl"
+    if not game_file.is_file(): return None, "no game.tw-pddl"
+    traj, why = _read_json(trial / "traj_data.json", "traj_data.json")
+    if why: return None, why
+    if not isinstance(traj, dict) or "task_type" not in traj: return None, "traj_data.json has no task_type"
+    if traj["task_type"] not in TASK_TYPES: return None, None
+    why = game_file_problem(game_file)
+    if why: return None, why
+    if json.loads(game_file.read_text(encoding="utf-8")).get("solvable") is not True: return None, None
+    return traj["task_type"], None
+
+def report_broken(split: str, broken: list[tuple[str, str]], file=None) -> None:
+    "Print the broken games of `split` on stderr, each with the reason."
+    if not broken: return
+    import sys
+    file = file or sys.stderr
+    print(f"Warning: left out {len(broken)} broken game(s) of {split}:", file=file)
+    for gid, why in broken: print(f"  {gid}: {why}", file=file)
+
+def discover_games(data_root, split: str, *, max_games: int | None = None, seed: int | None = None,
+                   broken: list | None = None) -> list[Game]:
+    "Solvable games of the six task types in `split`, sorted by id, or shuffled by `seed`; at most `max_games`. Broken games are listed on stderr (and appended to `broken` as (id, reason))."
     if max_games is not None and (not isinstance(max_games, int) or max_games < 1):
         raise UserError(f"max_games must be an integer >= 1 (or None for all), got {max_games!r}", status=2)
     d = split_dir(data_root, split)
     if not d.is_dir(): raise _no_games(d, "no games: the directory does not exist:")
-    games = []
+    games, bad = [], []
     for dirpath, dirnames, filenames in os.walk(d):
         dirnames.sort()
-        if "traj_data.json" not in filenames: continue
+        if "traj_data.json" not in filenames and "game.tw-pddl" not in filenames: continue
         trial = Path(dirpath)
         rel = trial.relative_to(d).as_posix()
-        task_type = _read_game(trial, rel)
+        if "traj_data.json" not in filenames:
+            if "movable" not in rel and "Sliced" not in rel: bad.append((f"{split}:{rel}", "no traj_data.json"))
+            continue
+        task_type, why = _read_game(trial, rel)
+        if why: bad.append((f"{split}:{rel}", why))
         if task_type: games.append(Game(f"{split}:{rel}", split, str(trial / "game.tw-pddl"), task_type))
+    report_broken(split, bad)
+    if broken is not None: broken.extend(bad)
     if not games: raise _no_games(d, "no solvable ALFWorld games in")
     games.sort(key=lambda g: g.id)
     if seed is not None: random.Random(seed).shuffle(games)
@@ -180,7 +229,8 @@ def cli_download_parser(parser) -> None:
 
 def cli_download(args) -> int:
     "Run `alfworld-rl download`."
-    if args.connect_timeout <= 0: raise UserError(f"--connect-timeout must be > 0, got {args.connect_timeout}", status=2)
+    if not 0 < args.connect_timeout < float("inf"):     # also refuses nan
+        raise UserError(f"--connect-timeout must be a finite number > 0, got {args.connect_timeout}", status=2)
     root = download(args.data_dir, connect_timeout=args.connect_timeout)
     for split in SPLITS:
         print(f"{split}: {len(discover_games(root, split))} games")

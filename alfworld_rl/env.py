@@ -5,6 +5,7 @@
 # %% ../nbs/04_env.ipynb #4e7c65b1
 from __future__ import annotations
 import asyncio, atexit, importlib, itertools, multiprocessing as mp, os, sys, threading
+import concurrent.futures
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -256,13 +257,16 @@ class EnvPool:
             try: req_id, ok, payload = w.conn.recv()
             except (EOFError, OSError): break
             with w.lock: fut = w.pending.pop(req_id, None)
-            if fut is None: continue
-            if ok: fut.set_result(payload)
-            else: fut.set_exception(EnvError(payload))
+            if fut is None or fut.cancelled(): continue      # cancelled by Ctrl-C: nobody waits for the reply
+            try:
+                if ok: fut.set_result(payload)
+                else: fut.set_exception(EnvError(payload))
+            except concurrent.futures.InvalidStateError: pass   # cancelled between the check and now
         with w.lock: w.alive, pending, w.pending = False, w.pending, {}
         w.process.join(timeout=10)                      # reap it: no zombie left behind
         code = w.process.exitcode
-        for fut in pending.values(): fut.set_exception(EnvWorkerError(f"env worker pid {w.process.pid} died (exit code {code})"))
+        for fut in pending.values():
+            if not fut.done(): fut.set_exception(EnvWorkerError(f"env worker pid {w.process.pid} died (exit code {code})"))
         with self._lock:
             if self._closed or _exiting.is_set() or sys.is_finalizing() or self._slots[slot] is not w: return
             try: self._slots[slot] = self._start(slot, w.generation + 1)

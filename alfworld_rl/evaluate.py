@@ -15,8 +15,9 @@ from .core import UserError, append_jsonl, read_jsonl, rewrite_jsonl, truncate_p
 __all__ = ['SPLITS', 'SPLIT_CHOICES', 'RESULT_SETTINGS', 'EVAL_METRICS', 'EvalConfig', 'validate_eval_config', 'result_settings',
            'prepare_output', 'finished_game_ids', 'trajectory_record', 'split_metrics', 'summarize_records',
            'print_metrics', 'summary_record', 'stop_reason_counts', 'invalid_action_breakdown', 'steps_to_success',
-           'render_transcript', 'select_games', 'rollout_config', 'evaluate_games', 'make_sampling_client', 'evaluate',
-           'log_to_swanlab', 'report_template', 'execute_report', 'cli_eval_parser', 'config_from_args', 'cli_eval']
+           'render_transcript', 'select_games', 'with_broken_games', 'report_env_errors', 'rollout_config',
+           'evaluate_games', 'make_sampling_client', 'evaluate', 'log_to_swanlab', 'report_template', 'execute_report',
+           'cli_eval_parser', 'config_from_args', 'cli_eval']
 
 # %% ../nbs/50_evaluate.ipynb #cb872a4b
 SPLITS = ("valid_seen", "valid_unseen")
@@ -82,6 +83,10 @@ def _bad(flag: str, rule: str, value) -> UserError:
 def validate_eval_config(c: EvalConfig) -> EvalConfig:
     "Check every setting of `c`; raise `UserError(status=2)` naming the first bad flag."
     if c.split not in SPLIT_CHOICES: raise _bad("split", f"one of {', '.join(SPLIT_CHOICES)}", c.split)
+    import math
+    for name in ("temperature", "top_p"):      # inf / nan are not valid JSON in the records
+        v = getattr(c, name)
+        if isinstance(v, float) and not math.isfinite(v): raise _bad(name.replace("_", "-"), "a finite number", v)
     if c.backend not in BACKENDS: raise _bad("backend", f"one of {', '.join(BACKENDS)}", c.backend)
     if c.engine not in ("textworld", "fast"): raise _bad("engine", "one of textworld, fast", c.engine)
     check_device_flags(c.device, c.dtype)
@@ -171,6 +176,7 @@ def split_metrics(records: list[dict], split: str) -> dict[str, float]:
     m = rollout_metrics([_as_trajectory(r) for r in records])
     out = {f"eval/{split}/games": len(records)}
     for name in EVAL_METRICS: out[f"eval/{split}/{name}"] = float(m[name])
+    out[f"eval/{split}/env_errors"] = sum(1 for r in records if r.get("stop_reason") == "env_error")   # counted as losses
     for k, v in m.items():
         if k.startswith("success_rate/"): out[f"eval/{split}/{k}"] = float(v)
     return out
@@ -243,15 +249,37 @@ def render_transcript(rec: dict, max_chars: int = 400) -> str:
     return "\n".join(lines)
 
 # %% ../nbs/50_evaluate.ipynb #2beeed17
-def select_games(c: EvalConfig) -> list:
-    "The games to evaluate: every split of `c`, at most `limit_per_split` each, in discovery order."
+def select_games(c: EvalConfig, broken: list | None = None) -> list:
+    "The games to evaluate: every split of `c`, at most `limit_per_split` each, in discovery order (broken ones listed on stderr and appended to `broken`)."
     from alfworld_rl.core import resolve_data_root
     from alfworld_rl.data import discover_games
     root = resolve_data_root(c.data_root)
     games = []
     for split in c.splits():
-        games.extend(discover_games(root, split, max_games=c.limit_per_split))
+        games.extend(discover_games(root, split, max_games=c.limit_per_split, broken=broken))
     return games
+
+def with_broken_games(summary: dict, c: EvalConfig, broken: list) -> dict:
+    "`summary` with `eval/<split>/broken_games`: the games of each split left out because they cannot be read."
+    for split in c.splits():
+        summary["metrics"][f"eval/{split}/broken_games"] = sum(1 for gid, _ in broken if gid.split(":", 1)[0] == split)
+    summary["metrics"]["eval/all/broken_games"] = len(broken)
+    return summary
+
+def report_env_errors(records: list[dict], out) -> None:
+    "Say on stderr how many games of each split ended in an environment error; fail when every game did."
+    trajs = [r for r in records if r.get("type") == "trajectory"]
+    failed = [r for r in trajs if r.get("stop_reason") == "env_error"]
+    if not failed: return
+    per_split = {}
+    for r in failed: per_split[r["split"]] = per_split.get(r["split"], 0) + 1
+    counts = ", ".join(f"{s} {n} of {sum(1 for r in trajs if r['split'] == s)}" for s, n in per_split.items())
+    first = failed[0]
+    print(f"Warning: games ended with an environment error (counted as lost): {counts}; "
+          f"first: {first['game_id']}: {first.get('error')}", file=sys.stderr, flush=True)
+    if len(failed) == len(trajs):
+        raise UserError(f"every one of the {len(trajs)} games failed in the environment (first: {first['game_id']}: "
+                        f"{first.get('error')}); the records are in {out}")
 
 # %% ../nbs/50_evaluate.ipynb #44625857
 def rollout_config(c: EvalConfig):
@@ -292,14 +320,21 @@ from .rollout import run_sync as _run_sync
 def evaluate(c: EvalConfig, sampling_client=None, tokenizer=None, show_progress: bool = True) -> dict:
     "Run the evaluation of `c` and return its summary record (also appended to the output file)."
     validate_eval_config(c)
+    from alfworld_rl.run_lock import output_file_lock
+    with output_file_lock(c.output_path()):         # one writer per output file (re-entrant for the CLI's hold)
+        return _evaluate(c, sampling_client, tokenizer, show_progress)
+
+def _evaluate(c: EvalConfig, sampling_client=None, tokenizer=None, show_progress: bool = True) -> dict:
+    "The body of `evaluate`, run while holding the output file's lock."
     out = c.output_path()
     done_records = prepare_output(c)
-    games = select_games(c)
+    broken = []
+    games = select_games(c, broken)
     done = finished_game_ids(done_records)
     todo = [g for g in games if g.id not in done]
     wanted = {g.id for g in games}
     old = [r for r in done_records if r.get("type") == "trajectory" and r["game_id"] in wanted]
-    summary = summary_record(c, old) if not todo else None
+    summary = with_broken_games(summary_record(c, old), c, broken) if not todo else None
     if summary is not None and done_records and done_records[-1] == summary:
         print(f"{out} is already complete ({len(old)} games); nothing to do", file=sys.stderr)
         return summary
@@ -316,8 +351,9 @@ def evaluate(c: EvalConfig, sampling_client=None, tokenizer=None, show_progress:
         try: new = _run_sync(evaluate_games(sampling_client, tokenizer, todo, c, progress))
         finally: bar.close()
     else: new = []
-    summary = summary_record(c, old + new)
+    summary = with_broken_games(summary_record(c, old + new), c, broken)
     append_jsonl(out, summary)
+    report_env_errors(old + new, out)
     return summary
 
 # %% ../nbs/50_evaluate.ipynb #4bd36776
@@ -397,13 +433,16 @@ def config_from_args(args) -> EvalConfig:
 
 def cli_eval(args) -> int:
     "Run `alfworld-rl eval`."
+    from alfworld_rl.run_lock import check_writable_dir, output_file_lock
     c = validate_eval_config(config_from_args(args))
-    summary = evaluate(c)
-    print_metrics(summary["metrics"])
-    log_to_swanlab(c, summary["metrics"])
     out = c.output_path()
-    if c.report:
-        nb = execute_report("eval", c.run_dir() / "eval.ipynb", {"eval_file": str(out.resolve())})
-        print(f"Saved report: {nb}")
+    with output_file_lock(out):                     # taken before any work: also checks that --output is writable
+        if c.report: check_writable_dir(c.run_dir(), "--runs-dir")
+        summary = evaluate(c)
+        print_metrics(summary["metrics"])
+        log_to_swanlab(c, summary["metrics"])
+        if c.report:
+            nb = execute_report("eval", c.run_dir() / "eval.ipynb", {"eval_file": str(out.resolve())})
+            print(f"Saved report: {nb}")
     print(f"Saved evaluation: {out}")
     return 0

@@ -17,7 +17,7 @@ __all__ = ['SPLITS', 'GAME_FILE', 'TRAJ_FILE', 'MANIFEST', 'DEFAULT_ROOM', 'SMAL
            'DOMAIN_CONSTANTS', 'SPLIT_CODE', 'mangle', 'alfred_id', 'Receptacle', 'Layout', 'make_layout', 'GameSpec',
            'sample_game', 'task_description', 'pddl_problem', 'game_grammar', 'load_engine', 'plan_and_check',
            'GameFiles', 'build_game', 'Slot', 'assign_slots', 'copy_logic', 'write_game', 'generate_dataset',
-           'cli_generate_parser', 'cli_generate']
+           'games_written', 'cli_generate_parser', 'cli_generate']
 
 # %% ../nbs/03_generate.ipynb #41423d56
 SPLITS = ("train", "valid_seen", "valid_unseen")
@@ -407,6 +407,10 @@ def generate_dataset(out_dir, *, train: int = 0, valid_seen: int = 0, valid_unse
     return root
 
 # %% ../nbs/03_generate.ipynb #19b64e72
+def games_written(root) -> int:
+    "How many games the manifest of data root `root` lists as written (0 when there is none)."
+    return sum(1 for r in read_jsonl(Path(root) / MANIFEST) if r.get("type") == "game")
+
 def cli_generate_parser(parser) -> None:
     "Arguments of `alfworld-rl generate`."
     parser.add_argument("--out", required=True, help="data root to write (json_2.1.1/<split>/..., logic/)")
@@ -427,12 +431,19 @@ def cli_generate_parser(parser) -> None:
 
 def cli_generate(args) -> int:
     "Run `alfworld-rl generate`."
+    from alfworld_rl.run_lock import check_writable_dir
+    _check_args(args.train, args.valid_seen, args.valid_unseen, args.seed, args.task_types, args.min_receptacles,
+                args.max_receptacles, args.distractors, args.max_plan_steps)
+    check_writable_dir(args.out, "--out")              # before any game is built
+    had = games_written(args.out)
     t0 = time.perf_counter()
     root = generate_dataset(args.out, train=args.train, valid_seen=args.valid_seen, valid_unseen=args.valid_unseen,
                             seed=args.seed, task_types=args.task_types, min_receptacles=args.min_receptacles,
                             max_receptacles=args.max_receptacles, distractors=args.distractors,
                             max_plan_steps=args.max_plan_steps, progress=True)
     secs = time.perf_counter() - t0
-    n = args.train + args.valid_seen + args.valid_unseen
-    print(f"wrote {n} games to {root} in {secs:.1f} s ({n / secs:.2f} games/s)")
+    n = games_written(root) - had
+    if n == 0: print(f"{root} already holds these {had} games; nothing to write")
+    else: print(f"wrote {n} games to {root} in {secs:.1f} s ({n / secs:.2f} games/s)"
+                + (f"; {had} were already there" if had else ""))
     return 0

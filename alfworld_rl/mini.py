@@ -348,6 +348,8 @@ def cli_mini(args) -> int:
     if args.data_seed is not None: overrides["data_seed"] = args.data_seed
     if args.engine is not None: overrides["engine"] = args.engine
     s = settings_from(args.settings, **overrides)
+    from alfworld_rl.run_lock import check_writable_dir
+    check_writable_dir(args.out_dir, "--out-dir")      # before any model is built or game generated
     if args.no_report:
         paths = run_mini(s, args.out_dir)
         print(seed_table(paths, s.seeds)[0])

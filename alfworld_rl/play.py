@@ -4,7 +4,7 @@
 
 # %% ../nbs/05_play.ipynb #e0bb7d30
 from __future__ import annotations
-import argparse, random, sys
+import argparse, random, re, sys
 from pathlib import Path
 from .core import UserError, resolve_data_root
 from .data import SPLITS, Game, discover_games
@@ -21,6 +21,9 @@ def find_game(data_root, split: str, game: str | None = None, seed: int | None =
         path = Path(game).expanduser()
         if path.is_dir(): path = path / "game.tw-pddl"
         if path.is_file():
+            from alfworld_rl.data import game_file_problem
+            why = game_file_problem(path)          # a corrupt or non-game file: say so before starting the engine
+            if why: raise UserError(f"--game {game}: not a playable game ({why})", status=2)
             task = path.parent.parent.name.split("-")[0]
             return Game(id=str(path.parent), split=split, game_file=str(path), task_type=task)
         if ":" not in game:
@@ -43,7 +46,7 @@ def read_action(commands: list[str], line: str) -> tuple[str | None, str | None]
     text = line.strip()
     if text.lower() in QUIT_WORDS: return None, None
     if not text: return None, "Type a number from the list or a command (quit to stop)."
-    if text.isdigit():
+    if re.fullmatch(r"[+-]?[0-9]+", text):     # ASCII digits only: '²' is a digit to str.isdigit but not a number
         n = int(text)
         if 1 <= n <= len(commands): return commands[n - 1], None
         return None, f"No action {n}: choose 1..{len(commands)}, type a command, or quit."

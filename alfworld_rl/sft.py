@@ -104,6 +104,9 @@ def validate_sft_config(c: SFTConfig) -> SFTConfig:
         return UserError(f"{flag_of(name)} must be {rule} (got {getattr(c, name)!r})", status=2)
     for name, options in CHOICES.items():
         if getattr(c, name) not in options: raise bad(name, "one of " + ", ".join(options))
+    import math
+    for f in fields(c):                        # inf / nan pass the range checks below and are not valid JSON
+        if isinstance(getattr(c, f.name), float) and not math.isfinite(getattr(c, f.name)): raise bad(f.name, "a finite number")
     check_device_flags(c.device, c.dtype)
     for name in POSITIVE_INTS:
         v = getattr(c, name)
@@ -124,7 +127,8 @@ def validate_sft_config(c: SFTConfig) -> SFTConfig:
     from alfworld_rl.train_config import NAME_RE
     if not NAME_RE.match(c.run_name or "") or len(c.run_name) > 100:
         raise bad("run_name", "1-100 letters, digits, '.', '_' or '-', starting with a letter or digit")
-    if not c.train_split: raise bad("train_split", "a split name such as train")
+    from alfworld_rl.data import SPLITS        # checked before anything is generated or loaded
+    if c.train_split not in SPLITS: raise bad("train_split", f"one of {', '.join(SPLITS)}")
     from alfworld_rl.train_config import check_method_flags
     check_method_flags(c)
     return c
@@ -200,15 +204,21 @@ class SFTRun:
     def open(self) -> "SFTRun":
         "Prepare the run directory, demonstrations, training client and logging (resuming if asked)."
         from alfworld_rl.data import GameBatches
-        from alfworld_rl.train import SwanLabLog, load_training_games, make_service, read_checkpoints, rewind_run
+        from alfworld_rl.train import SwanLabLog, check_run_files, load_training_games, make_service, read_checkpoints, rewind_run
         from alfworld_rl.train_config import run_started, save_run_config
         c = self.config
+        from alfworld_rl.run_lock import run_dir_lock
+        self.lock = run_dir_lock(self.run_dir).acquire()   # one writer per run directory (re-entrant for the CLI's hold)
         if not self.resume and run_started(self.run_dir):
             raise UserError(f"--run-name: {self.run_dir} already holds a run; pass --resume to continue it", status=2)
+        if self.resume: check_run_files(self.run_dir)      # a corrupt file: one line, before anything is written
         seed_everything(c.seed)
         saves = read_checkpoints(self.run_dir) if self.resume else []
         self.step = saves[-1]["step"] if saves else 0
         self.last_saved = self.step if saves else None
+        if self.step > c.max_steps:
+            raise UserError(f"--max-steps {c.max_steps} is below the {self.step} steps {self.run_dir} already has; "
+                            f"pass --max-steps {self.step + 1} or more to continue it", status=2)
         rewind_run(self.run_dir, self.step)
         save_run_config(c)
         self.svc = self.svc or make_service(c)
@@ -287,26 +297,34 @@ class SFTRun:
     def run(self) -> list[dict]:
         "Run the remaining steps and save at the end; Ctrl-C stops cleanly (continue with --resume)."
         records, state = [], "success"
+        if self.step >= self.config.max_steps:
+            print(f"{self.config.run_name} already has its {self.step} steps (--max-steps {self.config.max_steps}); "
+                  "nothing to do", file=sys.stderr, flush=True)
         try:
             while self.step < self.config.max_steps: records.append(self.train_step())
             self.save()
         except KeyboardInterrupt:
             state = "aborted"
+            from alfworld_rl.run_lock import resume_command
             print(f"Interrupted after step {self.step}; last save: {self.last_saved}. Continue with: "
-                  f"alfworld-rl sft --run-name {self.config.run_name} --resume", file=sys.stderr, flush=True)
+                  f"{resume_command('sft', self.config.run_name, self.config.output_dir)}", file=sys.stderr, flush=True)
             raise
         except BaseException:
             state = "crashed"; raise
         finally:
             if self.bar is not None: self.bar.close(); self.bar = None
             if self.swan is not None: self.swan.finish(state)
+            if getattr(self, "lock", None) is not None: self.lock.release()
         return records
 
 def sft(config: SFTConfig, resume: bool = False, service_client=None, progress: bool = True,
         demonstrations: list | None = None) -> SFTRun:
     "Run (or resume) the behaviour-cloning run of `config` to its last step; returns the finished `SFTRun`."
-    run = SFTRun(config, resume=resume, service_client=service_client, progress=progress,
-                 demonstrations=demonstrations).open()
+    run = SFTRun(config, resume=resume, service_client=service_client, progress=progress, demonstrations=demonstrations)
+    try: run.open()
+    except BaseException:
+        if getattr(run, "lock", None) is not None: run.lock.release()
+        raise
     run.run()
     return run
 
@@ -339,7 +357,8 @@ def resolve_sft_config(given: dict, resume: bool = False) -> SFTConfig:
         return config
     if not path.exists(): raise UserError(f"--resume: {config.run_dir} has no config.json; nothing to resume", status=2)
     known = {f.name for f in fields(SFTConfig)}
-    saved = SFTConfig(**{k: v for k, v in json.loads(path.read_text()).items() if k in known})
+    from alfworld_rl.core import read_json_object
+    saved = SFTConfig(**{k: v for k, v in read_json_object(path).items() if k in known})
     merged = dataclasses.replace(saved, **given)
     diffs = [f"{flag_of(k)} {getattr(merged, k)!r} (the run has {getattr(saved, k)!r})" for k in known
              if k not in RESUME_MAY_CHANGE and getattr(merged, k) != getattr(saved, k)]
@@ -358,8 +377,17 @@ def cli_sft_parser(parser):
 def cli_sft(args) -> int:
     "Run `alfworld-rl sft`; returns the exit status."
     given = {f.name: getattr(args, f.name) for f in fields(SFTConfig) if getattr(args, f.name, None) is not None}
+    from alfworld_rl.run_lock import run_dir_lock
+    probe = SFTConfig(**{k: v for k, v in given.items() if k in ("run_name", "output_dir")})
+    run_dir_lock(probe.run_dir).check()                    # another process on this run: say so before anything else
     config = resolve_sft_config(given, resume=args.resume)
-    if args.no_report: sft(config, resume=args.resume)
-    else: print(f"Report: {run_sft_report(config, resume=args.resume)}", flush=True)
+    with run_dir_lock(config.run_dir):                     # held for the whole command (the report kernel inherits it)
+        if args.no_report: sft(config, resume=args.resume)
+        else:
+            try: print(f"Report: {run_sft_report(config, resume=args.resume)}", flush=True)
+            except KeyboardInterrupt:          # the kernel's own hint may not reach us: print the command here
+                from alfworld_rl.run_lock import resume_command
+                print(f"Continue with: {resume_command('sft', config.run_name, config.output_dir)}", file=sys.stderr, flush=True)
+                raise
     print(f"Metrics: {config.run_dir / 'metrics.jsonl'}", flush=True)
     return 0

@@ -16,10 +16,10 @@ from .train_config import (TrainConfig, add_train_arguments, given_settings, res
                                       save_run_config, run_started, validate_config)
 
 # %% auto #0
-__all__ = ['AUTO_GENERATE', 'STOP_FILE', 'step_seed', 'split_has_games', 'check_base_model', 'load_training_games',
-           'read_checkpoints', 'rewind_run', 'token_cost', 'numeric_metrics', 'SwanLabLog', 'make_service',
-           'restore_training_client', 'start_from_state', 'sample_record', 'Trainer', 'train', 'report_template',
-           'forward_interrupts', 'run_report', 'cli_train_parser', 'cli_train']
+__all__ = ['AUTO_GENERATE', 'RUN_FILES', 'STOP_FILE', 'step_seed', 'split_has_games', 'check_base_model', 'load_training_games',
+           'read_checkpoints', 'check_run_files', 'rewind_run', 'token_cost', 'numeric_metrics', 'SwanLabLog',
+           'make_service', 'restore_training_client', 'start_from_state', 'check_env_errors', 'sample_record',
+           'Trainer', 'train', 'report_template', 'forward_interrupts', 'run_report', 'cli_train_parser', 'cli_train']
 
 # %% ../nbs/40_train.ipynb #f25fb73e
 def step_seed(seed: int, step: int) -> int:
@@ -43,7 +43,7 @@ def check_base_model(config: TrainConfig) -> None:
         if config.base_model != TrainConfig().base_model: raise
         raise UserError(f"--base-model {config.base_model} (the default) is the reference model, trained on the hosted "
                         f"service with --backend trio; --backend local cannot load it here (not in the Hugging Face cache "
-                        f"and not downloadable). Add --base-model tiny-qwen3 for an offline run (the README quick start), "
+                        f"and not downloadable). Add --base-model mini-base for an offline run (the README quick start), "
                         f"pass a local model directory, or use --backend trio", status=e.status) from None
 
 def load_training_games(config: TrainConfig) -> list:
@@ -61,6 +61,12 @@ def load_training_games(config: TrainConfig) -> list:
 def read_checkpoints(run_dir: str | os.PathLike) -> list[dict]:
     "The saves of a run, oldest first."
     return read_jsonl(Path(run_dir) / "checkpoints.jsonl")
+
+RUN_FILES = ("metrics.jsonl", "samples.jsonl", "checkpoints.jsonl")
+
+def check_run_files(run_dir: str | os.PathLike) -> None:
+    "Read every record file of `run_dir`: a corrupt one raises a one-line error naming it and the line, before anything is written."
+    for name in RUN_FILES: read_jsonl(Path(run_dir) / name)
 
 def rewind_run(run_dir: str | os.PathLike, step: int) -> None:
     "Drop every metrics/samples/checkpoint record after update `step` (and any half-written last line)."
@@ -133,6 +139,17 @@ def start_from_state(svc, state_path: str, base_model: str, rank: int):
     return tc
 
 # %% ../nbs/40_train.ipynb #c7543b19
+def check_env_errors(trajectories: list, update: int) -> None:
+    "Say on stderr which games of an update failed in the environment; stop the run when every one did."
+    failed = [t for t in trajectories if t.stop_reason == "env_error"]
+    if not failed: return
+    games = sorted({t.game.id for t in failed})
+    if len(failed) == len(trajectories):
+        raise UserError(f"update {update}: every trajectory failed in the environment (first: {failed[0].game.id}: "
+                        f"{failed[0].error}); check the games under --data-root")
+    print(f"Warning: update {update}: {len(failed)} of {len(trajectories)} trajectories failed in the environment "
+          f"(games {', '.join(games)}; first error: {failed[0].error})", file=sys.stderr, flush=True)
+
 def _now() -> str:
     "The current UTC time as an ISO string."
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -154,9 +171,12 @@ class Trainer:
     def open(self) -> "Trainer":
         "Prepare the run directory, games, clients and logging (resuming from the last save if asked)."
         c = self.config
+        from alfworld_rl.run_lock import run_dir_lock
+        self.lock = run_dir_lock(self.run_dir).acquire()   # one writer per run directory (re-entrant for the CLI's hold)
         if not self.resume and run_started(self.run_dir):
             raise UserError(f"--run-name: {self.run_dir} already holds a run; pass --resume to continue it", status=2)
         check_base_model(c)
+        if self.resume: check_run_files(self.run_dir)
         seed_everything(c.seed)
         self.games = load_training_games(c)
         self.batches = GameBatches(self.games, c.games_per_batch, seed=c.seed)
@@ -164,6 +184,9 @@ class Trainer:
         ckpt = read_checkpoints(self.run_dir)[-1] if self.resume and read_checkpoints(self.run_dir) else None
         self.step = ckpt["step"] if ckpt else 0
         self.last_saved = self.step if ckpt else None
+        if self.step > c.max_steps:
+            raise UserError(f"--max-steps {c.max_steps} is below the {self.step} updates {self.run_dir} already has; "
+                            f"pass --max-steps {self.step + 1} or more to continue it", status=2)
         rewind_run(self.run_dir, self.step)
         for r in read_jsonl(self.run_dir / "metrics.jsonl"):
             for k in self.totals: self.totals[k] += r.get(f"tokens/{k}", 0)
@@ -221,6 +244,7 @@ class Trainer:
         batch = run_rollout(sampler, self.tokenizer, games, rc, progress=progress)
         assign_advantages(batch.trajectories, c.advantage, c.advantage_norm, c.gamma, c.step_advantage_weight)
         self.timings["time/rollout_s"] = time.perf_counter() - t
+        check_env_errors(batch.trajectories, self.current)
         return batch
 
     def datums(self, batch) -> list:
@@ -309,6 +333,9 @@ class Trainer:
     def run(self) -> list[dict]:
         "Run the remaining updates, save at the end and close; Ctrl-C stops cleanly (resume with --resume)."
         records = []
+        if self.step >= self.config.max_steps:
+            print(f"{self.config.run_name} already has its {self.step} updates (--max-steps {self.config.max_steps}); "
+                  "nothing to do", file=sys.stderr, flush=True)
         try:
             while self.step < self.config.max_steps:
                 if (self.run_dir / STOP_FILE).exists(): raise KeyboardInterrupt   # Ctrl-C forwarded by `run_report`
@@ -317,8 +344,9 @@ class Trainer:
         except KeyboardInterrupt:
             self.close("aborted")
             saved = f"update {self.last_saved}" if self.last_saved else "nothing saved yet"
-            print(f"Interrupted during update {self.step + 1}; last save: {saved}. "
-                  f"Continue with: alfworld-rl train --run-name {self.config.run_name} --resume", file=sys.stderr, flush=True)
+            from alfworld_rl.run_lock import resume_command
+            print(f"Interrupted during update {self.step + 1}; last save: {saved}. Continue with: "
+                  f"{resume_command('train', self.config.run_name, self.config.output_dir)}", file=sys.stderr, flush=True)
             raise
         except BaseException:
             self.close("crashed"); raise
@@ -329,10 +357,15 @@ class Trainer:
         "Close the progress bar and the SwanLab run."
         if self.bar is not None: self.bar.close(); self.bar = None
         if self.swan is not None: self.swan.finish(state)
+        if getattr(self, "lock", None) is not None: self.lock.release()
 
 def train(config: TrainConfig, resume: bool = False, service_client=None, progress: bool = True) -> Trainer:
     "Run (or resume) the training run of `config` to its last update; returns the finished `Trainer`."
-    trainer = Trainer(config, resume=resume, service_client=service_client, progress=progress).open()
+    trainer = Trainer(config, resume=resume, service_client=service_client, progress=progress)
+    try: trainer.open()
+    except BaseException:
+        if getattr(trainer, "lock", None) is not None: trainer.lock.release()
+        raise
     trainer.run()
     return trainer
 
@@ -346,8 +379,8 @@ STOP_FILE = "STOP"   # a Ctrl-C that reaches the report kernel between two cells
 
 class forward_interrupts:
     "While the report runs, a first Ctrl-C interrupts the kernel (the loop then stops cleanly); a second one, us."
-    def __init__(self, stop_file: str | os.PathLike | None = None):
-        self.stop_file = Path(stop_file) if stop_file else None
+    def __init__(self, stop_file: str | os.PathLike | None = None, command: str = "train"):
+        self.stop_file, self.command = (Path(stop_file) if stop_file else None), command
 
     def __enter__(self):
         self.count, self.old = 0, None
@@ -359,12 +392,23 @@ class forward_interrupts:
         "Pass the first interrupt to the kernel process(es), raise on the second."
         import psutil
         self.count += 1
-        if self.count > 1: raise KeyboardInterrupt
+        if self.count > 1: self.force()
         print("Interrupting the training kernel (Ctrl-C again to force)...", file=sys.stderr, flush=True)
         if self.stop_file is not None: self.stop_file.touch()      # the loop checks it before every update
         for child in psutil.Process().children():
             try: child.send_signal(signal.SIGINT)
             except psutil.Error: pass
+
+    def force(self):
+        "Second Ctrl-C: kill the kernel and its workers, print one line and exit 130 (run files stay as after kill -9)."
+        import psutil
+        for child in psutil.Process().children(recursive=True):
+            try: child.kill()
+            except psutil.Error: pass
+        if self.stop_file is not None: self.stop_file.unlink(missing_ok=True)
+        print(f"alfworld-rl {self.command}: interrupted (forced); continue with --resume", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(130)        # no unwinding through papermill's half-finished kernel calls (that printed pages of tracebacks)
 
     def __exit__(self, *exc):
         if self.old is not None: signal.signal(signal.SIGINT, self.old)
@@ -379,11 +423,15 @@ def run_report(config, resume: bool = False, name: str = "train") -> Path:
     out = config.run_dir / f"{name}.ipynb"
     config.run_dir.mkdir(parents=True, exist_ok=True)
     params = {**asdict(config), "resume": resume}
+    from alfworld_rl.core import STATUS_TAG_ENV, user_error_from_report
+    os.environ[STATUS_TAG_ENV] = "1"               # the kernel inherits it: its UserErrors carry their exit status
     try:
-        with forward_interrupts(config.run_dir / STOP_FILE): execute_notebook(template, out, params, echo=True)
+        with forward_interrupts(config.run_dir / STOP_FILE, name): execute_notebook(template, out, params, echo=True)
     except pm.PapermillExecutionError as e:
         if e.ename == "KeyboardInterrupt": raise KeyboardInterrupt from e
+        if e.ename == "UserError": raise user_error_from_report(e.evalue) from None    # same message and status as --no-report
         raise UserError(f"{name} failed: {e.ename}: {e.evalue} (the partial report is {out})") from e
+    finally: os.environ.pop(STATUS_TAG_ENV, None)
     return out
 
 # %% ../nbs/40_train.ipynb #80c1ea90
@@ -393,12 +441,21 @@ def cli_train_parser(parser):
 
 def cli_train(args) -> int:
     "Run `alfworld-rl train`; returns the exit status."
-    config = resolve_train_config(given_settings(args), resume=args.resume)
-    (config.run_dir / STOP_FILE).unlink(missing_ok=True)   # left behind if an earlier run was killed mid-stop
+    from alfworld_rl.run_lock import run_dir_lock
+    given = given_settings(args)
+    probe = TrainConfig(**{k: v for k, v in given.items() if k in ("run_name", "output_dir")})
+    run_dir_lock(probe.run_dir).check()                    # another process on this run: say so before anything else
+    config = resolve_train_config(given, resume=args.resume)
     check_base_model(config)                                # before games are generated or a report kernel starts
-    if args.no_report: train(config, resume=args.resume)
-    else:
-        out = run_report(config, resume=args.resume)
-        print(f"Report: {out}", flush=True)
+    with run_dir_lock(config.run_dir):                     # held for the whole command (the report kernel inherits it)
+        (config.run_dir / STOP_FILE).unlink(missing_ok=True)   # left behind if an earlier run was killed mid-stop
+        if args.no_report: train(config, resume=args.resume)
+        else:
+            try: out = run_report(config, resume=args.resume)
+            except KeyboardInterrupt:          # the kernel's own hint may not reach us: print the command here
+                from alfworld_rl.run_lock import resume_command
+                print(f"Continue with: {resume_command('train', config.run_name, config.output_dir)}", file=sys.stderr, flush=True)
+                raise
+            print(f"Report: {out}", flush=True)
     print(f"Metrics: {config.run_dir / 'metrics.jsonl'}", flush=True)
     return 0

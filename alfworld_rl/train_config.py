@@ -4,7 +4,7 @@
 
 # %% ../nbs/39_train_config.ipynb #b649e42b
 from __future__ import annotations
-import argparse, dataclasses, json, os, re
+import argparse, dataclasses, json, math, os, re
 from dataclasses import dataclass, fields, asdict
 from pathlib import Path
 from .core import UserError
@@ -87,6 +87,9 @@ def validate_config(c: TrainConfig) -> TrainConfig:
     "Check every setting of `c`; raise `UserError(status=2)` naming the first bad flag and its allowed range."
     if c.backend not in BACKENDS: raise _bad("backend", f"one of {', '.join(BACKENDS)}", c.backend)
     if c.engine not in ("textworld", "fast"): raise _bad("engine", "one of textworld, fast", c.engine)
+    for f in fields(c):                        # inf / nan pass the range checks below and are not valid JSON
+        v = getattr(c, f.name)
+        if isinstance(v, float) and not math.isfinite(v): raise _bad(f.name, "a finite number", v)
     if c.swanlab_mode not in SWANLAB_MODES: raise _bad("swanlab_mode", f"one of {', '.join(SWANLAB_MODES)}", c.swanlab_mode)
     if c.swanlab_mode == "local" and importlib.util.find_spec("swanboard") is None:   # else SwanLab logs an ERROR and goes on
         raise UserError("--swanlab-mode local needs SwanLab's dashboard (pip install 'swanlab[dashboard]'); "
@@ -120,7 +123,8 @@ def validate_config(c: TrainConfig) -> TrainConfig:
         if v is not None and not v >= 0: raise _bad(name, ">= 0", v)
     if not NAME_RE.match(c.run_name or "") or len(c.run_name) > 100:
         raise _bad("run_name", "1-100 letters, digits, '.', '_' or '-', starting with a letter or digit", c.run_name)
-    if not c.train_split: raise _bad("train_split", "a split name such as train", c.train_split)
+    from alfworld_rl.data import SPLITS        # checked before anything is generated or loaded
+    if c.train_split not in SPLITS: raise _bad("train_split", f"one of {', '.join(SPLITS)}", c.train_split)
     check_method_flags(c)
     if c.backend == "trio":
         n = c.games_per_batch * c.group_size
@@ -232,7 +236,8 @@ def load_run_config(run_dir: str | os.PathLike) -> TrainConfig:
     "The `TrainConfig` saved in `run_dir/config.json`."
     path = Path(run_dir) / "config.json"
     if not path.exists(): raise UserError(f"--resume: {run_dir} has no config.json; nothing to resume", status=2)
-    saved = json.loads(path.read_text())
+    from alfworld_rl.core import read_json_object
+    saved = read_json_object(path)              # a corrupt file: one line naming it and the line
     known = {f.name for f in fields(TrainConfig)}
     return TrainConfig(**{k: v for k, v in saved.items() if k in known})
 
