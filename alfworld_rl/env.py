@@ -151,7 +151,7 @@ class FastBranchEnv:
 
     def reset(self, game_file: str, max_steps: int) -> tuple[str, list[str], bool]:
         "Load `game_file` (compiled once per process) and reset: (first text, visible commands, won)."
-        from .fast_engine import FastEnv, load_game
+        from alfworld_rl.fast_engine import FastEnv, load_game
         game = load_game(game_file)
         if self.env is None or self.env.game is not game: self.env = FastEnv(game)
         self.steps, self.max_steps = 0, max_steps
