@@ -42,11 +42,11 @@ class MiniSettings:
     # SFT on searching-expert demonstrations
     demos_per_game: int = 4
     max_detours: int = 2
-    sft_steps: int = 50
+    sft_steps: int = 30
     sft_games_per_batch: int = 4
     sft_learning_rate: float = 1e-3
     # PPO
-    ppo_steps: int = 12
+    ppo_steps: int = 10
     ppo_games_per_batch: int = 4
     group_size: int = 8
     ppo_learning_rate: float = 5e-4
