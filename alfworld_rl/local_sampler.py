@@ -76,37 +76,21 @@ def load_causal_lm(base_model: str, device: torch.device, dtype: torch.dtype):
     return model.to(device).eval()
 
 # %% ../nbs/21_local_sampler.ipynb #b3968979
-def _nucleus_fits(probs: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor) -> bool:
-    "True if the `m` sorted probabilities `probs` [B, m] hold every row's top-k / top-p set."
-    m = probs.shape[-1]
-    k_ok = (top_k > 0) & (top_k <= m)
-    p_ok = probs.sum(-1) >= top_p
-    return bool((k_ok | p_ok).all())
-
 def choose_tokens(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor,
                   u: torch.Tensor) -> torch.Tensor:
     "One token per row of `logits` [B, V] by inverse-CDF sampling with per-row temperature/top-k/top-p and uniforms `u` [B]."
     logits = logits.float()
     greedy = logits.argmax(-1)
     scaled = logits / temperature.clamp_min(1e-6)[:, None]
+    sorted_logits, order = scaled.sort(-1, descending=True)
+    probs = sorted_logits.softmax(-1)
     V = logits.shape[-1]
-    if bool((top_p >= 1).all()) and bool(((top_k <= 0) | (top_k >= V)).all()):    # nothing cut off: no sort
-        cdf = scaled.softmax(-1).cumsum(-1)
-        idx = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True).clamp(max=V - 1)
-        return torch.where(temperature == 0, greedy, idx.squeeze(1))
-    log_z = scaled.logsumexp(-1, keepdim=True)
-    m = min(V, max(64, int(top_k.max())))
-    while True:                                # the m most likely tokens, until every row's kept set fits
-        top_logits, order = scaled.topk(m, -1)
-        probs = (top_logits - log_z).exp()
-        if m == V or _nucleus_fits(probs, top_k, top_p): break
-        m = min(V, 2 * m)
     k = torch.where(top_k > 0, top_k, torch.full_like(top_k, V))
-    keep = torch.arange(m, device=logits.device)[None, :] < k[:, None]
+    keep = torch.arange(V, device=logits.device)[None, :] < k[:, None]
     keep &= (probs.cumsum(-1) - probs) < top_p[:, None]
     keep[:, 0] = True
     cdf = (probs * keep).cumsum(-1)
-    idx = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True).clamp(max=m - 1)
+    idx = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True).clamp(max=V - 1)
     sampled = order.gather(1, idx).squeeze(1)
     return torch.where(temperature == 0, greedy, sampled)
 
