@@ -171,15 +171,9 @@ def _resolve(future: Future, result=None, error: BaseException | None = None) ->
     try: future.set_exception(error) if error is not None else future.set_result(result)
     except Exception: pass             # cancelled between the check and the call (InvalidStateError)
 
-_LIVE_ENGINES: weakref.WeakSet = weakref.WeakSet()
-
-@atexit.register
-def _stop_live_engines() -> None:
-    "At interpreter exit, stop every engine still serving and join its thread (torch must not be killed mid-step)."
-    for engine in list(_LIVE_ENGINES): engine.stop()
-
 class _Engine:
     "A model served by a worker thread that batches queued requests."
+    live: weakref.WeakSet = weakref.WeakSet()      # engines still serving (a class attribute outlives module globals)
     def __init__(self, model, tokenizer, max_batch_rows: int = 64, batch_window_s: float = 0.002,
                  prefill_chunk: int = 4096, cpu_threads: int | None = 1, prefix_cache_bytes: int = 2**30):
         self.model, self.tokenizer, self.cpu_threads = model, tokenizer, cpu_threads
@@ -198,7 +192,7 @@ class _Engine:
         self.queue: queue.Queue = queue.Queue()
         self.closed = threading.Event()
         self.thread = threading.Thread(target=self._serve, name="local-sampler", daemon=True)
-        _LIVE_ENGINES.add(self)
+        self.live.add(self)
         self.thread.start()
 
     def submit(self, req: _Request) -> Future:
@@ -212,7 +206,7 @@ class _Engine:
         self.closed.set()
         self.queue.put(None)
         if self.thread.is_alive() and threading.current_thread() is not self.thread: self.thread.join(timeout)
-        _LIVE_ENGINES.discard(self)
+        self.live.discard(self)
 
     def _serve(self) -> None:
         "Worker loop: collect requests arriving within the batch window and serve them together."
@@ -241,6 +235,11 @@ class _Engine:
     def _forward(self, ids, cache, **kw):
         "One forward pass that extends `cache`."
         return self.model(input_ids=ids, use_cache=True, **{self.cache_arg: cache}, **kw)
+
+@atexit.register
+def _stop_live_engines() -> None:
+    "At interpreter exit, stop every engine still serving and join its thread (torch must not be killed mid-step)."
+    for engine in list(_Engine.live): engine.stop()
 
 
 # %% ../nbs/21_local_sampler.ipynb #7daac236
