@@ -80,37 +80,21 @@ def load_causal_lm(base_model: str, device: torch.device, dtype: torch.dtype):
     return model.to(device).eval()
 
 # %% ../nbs/21_local_sampler.ipynb #b3968979
-def _nucleus_fits(probs: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor) -> bool:
-    "True if the `m` sorted probabilities `probs` [B, m] hold every row's top-k / top-p set."
-    m = probs.shape[-1]
-    k_ok = (top_k > 0) & (top_k <= m)
-    p_ok = probs.sum(-1) >= top_p
-    return bool((k_ok | p_ok).all())
-
 def choose_tokens(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor,
                   u: torch.Tensor) -> torch.Tensor:
     "One token per row of `logits` [B, V] by inverse-CDF sampling with per-row temperature/top-k/top-p and uniforms `u` [B]."
     logits = logits.float()
     greedy = logits.argmax(-1)
     scaled = logits / temperature.clamp_min(1e-6)[:, None]
+    sorted_logits, order = scaled.sort(-1, descending=True)
+    probs = sorted_logits.softmax(-1)
     V = logits.shape[-1]
-    if bool((top_p >= 1).all()) and bool(((top_k <= 0) | (top_k >= V)).all()):    # nothing cut off: no sort
-        cdf = scaled.softmax(-1).cumsum(-1)
-        idx = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True).clamp(max=V - 1)
-        return torch.where(temperature == 0, greedy, idx.squeeze(1))
-    log_z = scaled.logsumexp(-1, keepdim=True)
-    m = min(V, max(64, int(top_k.max())))
-    while True:                                # the m most likely tokens, until every row's kept set fits
-        top_logits, order = scaled.topk(m, -1)
-        probs = (top_logits - log_z).exp()
-        if m == V or _nucleus_fits(probs, top_k, top_p): break
-        m = min(V, 2 * m)
     k = torch.where(top_k > 0, top_k, torch.full_like(top_k, V))
-    keep = torch.arange(m, device=logits.device)[None, :] < k[:, None]
+    keep = torch.arange(V, device=logits.device)[None, :] < k[:, None]
     keep &= (probs.cumsum(-1) - probs) < top_p[:, None]
     keep[:, 0] = True
     cdf = (probs * keep).cumsum(-1)
-    idx = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True).clamp(max=m - 1)
+    idx = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True).clamp(max=V - 1)
     sampled = order.gather(1, idx).squeeze(1)
     return torch.where(temperature == 0, greedy, sampled)
 
@@ -191,15 +175,9 @@ def _resolve(future: Future, result=None, error: BaseException | None = None) ->
     try: future.set_exception(error) if error is not None else future.set_result(result)
     except Exception: pass             # cancelled between the check and the call (InvalidStateError)
 
-_LIVE_ENGINES: weakref.WeakSet = weakref.WeakSet()
-
-@atexit.register
-def _stop_live_engines() -> None:
-    "At interpreter exit, stop every engine still serving and join its thread (torch must not be killed mid-step)."
-    for engine in list(_LIVE_ENGINES): engine.stop()
-
 class _Engine:
     "A model served by a worker thread that batches queued requests."
+    live: weakref.WeakSet = weakref.WeakSet()      # engines still serving (a class attribute outlives module globals)
     def __init__(self, model, tokenizer, max_batch_rows: int = 64, batch_window_s: float = 0.002,
                  prefill_chunk: int = 4096, cpu_threads: int | None = 1, prefix_cache_bytes: int = 2**30):
         self.model, self.tokenizer, self.cpu_threads = model, tokenizer, cpu_threads
@@ -218,7 +196,7 @@ class _Engine:
         self.queue: queue.Queue = queue.Queue()
         self.closed = threading.Event()
         self.thread = threading.Thread(target=self._serve, name="local-sampler", daemon=True)
-        _LIVE_ENGINES.add(self)
+        self.live.add(self)
         self.thread.start()
 
     def submit(self, req: _Request) -> Future:
@@ -232,7 +210,7 @@ class _Engine:
         self.closed.set()
         self.queue.put(None)
         if self.thread.is_alive() and threading.current_thread() is not self.thread: self.thread.join(timeout)
-        _LIVE_ENGINES.discard(self)
+        self.live.discard(self)
 
     def _serve(self) -> None:
         "Worker loop: collect requests arriving within the batch window and serve them together."
@@ -261,6 +239,11 @@ class _Engine:
     def _forward(self, ids, cache, **kw):
         "One forward pass that extends `cache`."
         return self.model(input_ids=ids, use_cache=True, **{self.cache_arg: cache}, **kw)
+
+@atexit.register
+def _stop_live_engines() -> None:
+    "At interpreter exit, stop every engine still serving and join its thread (torch must not be killed mid-step)."
+    for engine in list(_Engine.live): engine.stop()
 
 
 # %% ../nbs/21_local_sampler.ipynb #7daac236
