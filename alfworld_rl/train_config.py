@@ -110,6 +110,10 @@ def validate_config(c: TrainConfig) -> TrainConfig:
     if not 4 <= c.lora_rank <= 64: raise _bad("lora_rank", "an integer in [4, 64]", c.lora_rank)
     if not c.temperature >= 0: raise _bad("temperature", ">= 0", c.temperature)
     if not 0 < c.top_p <= 1: raise _bad("top_p", "in (0, 1]", c.top_p)
+    if c.backend == "local" and (c.temperature != 1 or c.top_p != 1):   # see 21_local_sampler: what the logprobs describe
+        bad = "temperature" if c.temperature != 1 else "top_p"
+        raise _bad(bad, "1 for training on the local backend (its rollout logprobs are those of the full temperature-1 "
+                        "distribution, which PPO's ratio is taken against)", getattr(c, bad))
     if not c.learning_rate > 0: raise _bad("learning_rate", "> 0", c.learning_rate)
     if not 0 < c.ppo_clip_low <= 1: raise _bad("ppo_clip_low", "in (0, 1] (0 < low <= 1 <= high)", c.ppo_clip_low)
     if not c.ppo_clip_high >= 1: raise _bad("ppo_clip_high", ">= 1 (0 < low <= 1 <= high)", c.ppo_clip_high)

@@ -49,6 +49,8 @@ BAD_FLAGS = [
     (["--save-every", "-1"], "--save-every must be an integer >= 0"),
     (["--max-train-games", "0"], "--max-train-games must be an integer >= 1"),
     (["--temperature", "-0.1"], "--temperature must be >= 0"),
+    (["--temperature", "0.7"], "--temperature must be 1 for training on the local backend"),
+    (["--top-p", "0.9"], "--top-p must be 1 for training on the local backend"),
     (["--top-p", "0"], "--top-p must be in (0, 1]"),
     (["--top-p", "1.5"], "--top-p must be in (0, 1]"),
     (["--device", "gpu0"], "--device must be auto, cpu, cuda or cuda:N"),
