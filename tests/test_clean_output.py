@@ -94,7 +94,7 @@ def test_help_bare_train_and_a_training_log(small_data_root, tmp_path):
     out = sections(log)
     # the default base model is the reference one (hosted): with no local copy, train stops before any work
     [line] = out["alfworld-rl " + " ".join(BARE_TRAIN)].strip().splitlines()
-    assert "--backend trio" in line and "--base-model tiny-qwen3" in line
+    assert "--backend trio" in line and "--base-model mini-base" in line
     assert not (tmp_path / "datasets").exists() and not (tmp_path / "runs" / "alfworld-agent-rl-qwen35-4b").exists()
     # messages printed while the training bar is drawn start their own line, so a log file can be grepped
     trained = out["alfworld-rl " + " ".join(train)]
