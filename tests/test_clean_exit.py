@@ -74,13 +74,13 @@ def test_error_inside_a_command_exits_with_its_own_status(tmp_path, repeat):
 
 @pytest.mark.parametrize("repeat", range(2))
 def test_eval_failing_after_loading_the_model_does_not_abort(small_data_root, tmp_path, repeat):
-    "`--output` under a regular file fails after the sampling client exists: status 1, never an abort."
+    "`--output` under a regular file: refused up front (status 2, one line) since outputs are checked first; never an abort."
     (tmp_path / "regular").write_text("")
     r = subprocess.run([CLI, "eval", "--base-model", "tiny-qwen3", "--data-root", str(small_data_root),
                         "--limit-per-split", "1", "--max-episode-steps", "3", "--no-report",
                         "--output", "regular/x.jsonl"], cwd=tmp_path, capture_output=True, text=True, timeout=900)
-    assert_no_abort(r)
-    assert r.returncode == 1
+    assert r.returncode == 2 and "cannot write to regular" in r.stderr, r.stderr[-2000:]
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr[-2000:]
 
 
 def test_close_and_context_managers(tmp_path):
