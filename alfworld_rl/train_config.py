@@ -11,7 +11,7 @@ from .core import UserError
 
 # %% auto #0
 __all__ = ['SWANLAB_MODES', 'TRIO_MAX_TRAJECTORIES', 'TRIO_MAX_TRAJECTORY_TOKENS', 'NAME_RE', 'RESUME_MAY_CHANGE', 'TrainConfig',
-           'validate_config', 'check_method_flags', 'add_train_arguments', 'given_settings', 'run_started',
+           'check_method_flags', 'validate_config', 'add_train_arguments', 'given_settings', 'run_started',
            'load_run_config', 'config_differences', 'save_run_config', 'resolve_train_config']
 
 # %% ../nbs/39_train_config.ipynb #801513c9
@@ -82,6 +82,20 @@ def _flag(name: str) -> str:
 def _bad(name: str, rule: str, value) -> UserError:
     "A status-2 error naming the flag of `name`, its allowed range and the value given."
     return UserError(f"{_flag(name)} must be {rule} (got {value!r})", status=2)
+
+def check_method_flags(c) -> None:
+    "Check the context and advantage settings of `c` (any config with those fields); `UserError(status=2)` naming the flag."
+    import math
+    from alfworld_rl.rollout import CONTEXTS
+    from alfworld_rl.ppo import ADVANTAGES, ADVANTAGE_NORMS
+    for name, options in (("context", CONTEXTS), ("advantage", ADVANTAGES), ("advantage_norm", ADVANTAGE_NORMS)):
+        if hasattr(c, name) and getattr(c, name) not in options: raise _bad(name, "one of " + ", ".join(options), getattr(c, name))
+    h = getattr(c, "history_length", 0)
+    if not isinstance(h, int) or isinstance(h, bool) or h < 0: raise _bad("history_length", "an integer >= 0", h)
+    if hasattr(c, "gamma") and not (isinstance(c.gamma, (int, float)) and 0 <= c.gamma <= 1):
+        raise _bad("gamma", "in [0, 1]", c.gamma)
+    w = getattr(c, "step_advantage_weight", 0.0)
+    if not (isinstance(w, (int, float)) and math.isfinite(w) and w >= 0): raise _bad("step_advantage_weight", "a finite number >= 0", w)
 
 def validate_config(c: TrainConfig) -> TrainConfig:
     "Check every setting of `c`; raise `UserError(status=2)` naming the first bad flag and its allowed range."
@@ -183,20 +197,6 @@ _HELP = {
     "gamma": "--advantage gigpo: discount of the step returns, in [0, 1]",
     "step_advantage_weight": "--advantage gigpo: weight w of the step advantage in A = A_episode + w * A_step",
 }
-
-def check_method_flags(c) -> None:
-    "Check the context and advantage settings of `c` (any config with those fields); `UserError(status=2)` naming the flag."
-    import math
-    from alfworld_rl.rollout import CONTEXTS
-    from alfworld_rl.ppo import ADVANTAGES, ADVANTAGE_NORMS
-    for name, options in (("context", CONTEXTS), ("advantage", ADVANTAGES), ("advantage_norm", ADVANTAGE_NORMS)):
-        if hasattr(c, name) and getattr(c, name) not in options: raise _bad(name, "one of " + ", ".join(options), getattr(c, name))
-    h = getattr(c, "history_length", 0)
-    if not isinstance(h, int) or isinstance(h, bool) or h < 0: raise _bad("history_length", "an integer >= 0", h)
-    if hasattr(c, "gamma") and not (isinstance(c.gamma, (int, float)) and 0 <= c.gamma <= 1):
-        raise _bad("gamma", "in [0, 1]", c.gamma)
-    w = getattr(c, "step_advantage_weight", 0.0)
-    if not (isinstance(w, (int, float)) and math.isfinite(w) and w >= 0): raise _bad("step_advantage_weight", "a finite number >= 0", w)
 
 def _type_of(f) -> type:
     "The argparse type of dataclass field `f`."
