@@ -15,7 +15,7 @@ from pytrio.model.limits import TrainingLimits
 
 # %% auto #0
 __all__ = ['ADVANTAGES', 'ADVANTAGE_NORMS', 'ZERO_ADVANTAGE', 'group_advantages', 'group_key', 'group_trajectories',
-           'is_env_error', 'step_rewards', 'assign_advantages', 'trajectory_datum', 'trajectory_datums', 'build_datums',
+           'is_env_error', 'assign_advantages', 'trajectory_datum', 'trajectory_datums', 'build_datums',
            'validate_datums', 'datum_token_counts', 'plot_datum', 'ppo_loss', 'importance_sampling_loss',
            'rollout_metrics', 'advantage_metrics']
 
@@ -51,14 +51,6 @@ def is_env_error(traj) -> bool:
     "Whether the trajectory was cut short by the environment (it says nothing about the policy)."
     return getattr(traj, "stop_reason", None) == "env_error"
 
-def step_rewards(traj) -> list[float]:
-    "Per-step rewards: 1 on the winning step, -0.1 on an invalid one (malformed or not admissible), else 0."
-    out = []
-    for s in traj.steps:
-        invalid = (not s.valid_format) or (not s.admissible and getattr(s, "env_error", None) is None)
-        out.append(round(float(bool(s.won)) - (INVALID_ACTION_PENALTY if invalid else 0.0), 10))
-    return out
-
 def assign_advantages(trajectories, advantage: str = "grpo", norm: str = "mean", gamma: float = 0.95,
                       weight: float = 1.0) -> list[list]:
     "Set `.advantage` (and, for gigpo, `.step_advantages`) on every trajectory, group by group; returns the groups."
@@ -76,7 +68,7 @@ def assign_advantages(trajectories, advantage: str = "grpo", norm: str = "mean",
         for t, a in zip(scored, episode): t.advantage = a
         if advantage == "gigpo":
             per_step = A.gigpo([t.reward for t in scored], [[s.anchor_observation for s in t.steps] for t in scored],
-                               [step_rewards(t) for t in scored], gamma=gamma, weight=weight, norm=norm)
+                               [A.step_rewards_of_trajectory(t) for t in scored], gamma=gamma, weight=weight, norm=norm)
             for t, adv in zip(scored, per_step): t.step_advantages = [float(a) for a in adv]
     return groups
 
