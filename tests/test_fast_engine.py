@@ -119,5 +119,6 @@ def test_eval_records_match_across_engines(small_data_root, tmp_path):
         rows = read_jsonl(c.output_path())
         assert all(r["engine"] == engine for r in rows if r["type"] == "trajectory")
         assert rows[-1]["config"]["engine"] == engine
-        records[engine] = [{k: v for k, v in r.items() if k != "engine"} for r in rows if r["type"] == "trajectory"]
+        trajs = [{k: v for k, v in r.items() if k != "engine"} for r in rows if r["type"] == "trajectory"]
+        records[engine] = sorted(trajs, key=lambda r: (r["split"], r["game_id"]))   # rows are written in completion order
     assert records["fast"] == records["textworld"] and len(records["fast"]) == 2
