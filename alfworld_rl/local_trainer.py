@@ -22,10 +22,10 @@ from .local_sampler import load_causal_lm
 
 # %% auto #0
 __all__ = ['SUPPORTED_LOSSES', 'NAME_RE', 'token_losses', 'target_logprobs', 'common_prefix_length', 'backbone_hidden',
-           'lora_targets', 'add_lora', 'checkpoint_name', 'read_checkpoint_info', 'load_sampler_model',
-           'LocalTrainingClient', 'agreement_metrics', 'forward_backward', 'forward', 'optim_step', 'save_state',
-           'save_weights_for_sampler', 'load_state', 'load_state_with_optimizer', 'sampling_snapshot',
-           'save_weights_and_get_sampling_client', 'create_sampling_client', 'close']
+           'lora_targets', 'add_lora', 'checkpoint_name', 'read_checkpoint_info', 'same_base_model',
+           'load_sampler_model', 'LocalTrainingClient', 'agreement_metrics', 'forward_backward', 'forward',
+           'optim_step', 'save_state', 'save_weights_for_sampler', 'load_state', 'load_state_with_optimizer',
+           'sampling_snapshot', 'save_weights_and_get_sampling_client', 'create_sampling_client', 'close']
 
 # %% ../nbs/22_local_trainer.ipynb #e8c0016f
 SUPPORTED_LOSSES = ("cross_entropy", "importance_sampling", "ppo", "cispo")
@@ -160,13 +160,22 @@ def read_checkpoint_info(path: str | Path, kind: str) -> dict:
     return json.loads((p / fname).read_text())
 
 # %% ../nbs/22_local_trainer.ipynb #0ea432cc
+def same_base_model(a: str, b: str) -> bool:
+    "Whether base-model names `a` and `b` are the same model: equal, or resolving to the same local directory (no download)."
+    from alfworld_rl.local_sampler import resolve_model_path, TINY_MODEL_NAME, MINI_BASE_NAME
+    def local(name):
+        if name not in (TINY_MODEL_NAME, MINI_BASE_NAME) and not Path(name).expanduser().is_dir(): return None
+        try: return resolve_model_path(name).resolve()
+        except Exception: return None
+    return a == b or (local(a) is not None and local(a) == local(b))
+
 def load_sampler_model(base_model: str, model_path: str | Path, device, dtype):
     "The base model with the sampler adapter at `model_path` applied unmerged (float32 adapter), in eval mode."
     import warnings
     from peft import PeftModel
     info = read_checkpoint_info(model_path, "sampler") if not (Path(str(model_path)) / "trainer_state.json").exists() \
         else read_checkpoint_info(model_path, "state")
-    if info["base_model"] != base_model:
+    if not same_base_model(info["base_model"], base_model):
         raise ValidationError(f"{model_path} holds weights for base model {info['base_model']!r}, not {base_model!r}",
                               code="validation.base_model_mismatch")
     base = load_causal_lm(base_model, device, dtype)

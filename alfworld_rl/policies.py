@@ -2,16 +2,17 @@
 
 # %% ../nbs/12_policies.ipynb #d807f8f7
 from __future__ import annotations
-import asyncio, concurrent.futures, json, random
+import asyncio, concurrent.futures, json, math, random, re
 from pathlib import Path
 from pytrio.types import ModelInput, SampleResponse, SampleSequence, SamplingParams
 from . import protocol as P
 from .rollout import ROLLOUT_CONTEXT
 
 # %% auto #0
-__all__ = ['WINDOW_STATUS', 'MALFORMED_KINDS', 'ScriptedPolicy', 'last_admissible', 'load_walkthrough', 'ExpertPolicy',
-           'RandomAdmissiblePolicy', 'MalformedPolicy', 'MixedPolicy', 'observations', 'first_admissible',
-           'SearchingExpertPolicy', 'ScoredPolicy']
+__all__ = ['WINDOW_STATUS', 'MALFORMED_KINDS', 'TASK_FILLER', 'TASK_VERBS', 'ScriptedPolicy', 'last_admissible',
+           'load_walkthrough', 'ExpertPolicy', 'RandomAdmissiblePolicy', 'MalformedPolicy', 'MixedPolicy',
+           'observations', 'first_admissible', 'SearchingExpertPolicy', 'task_words', 'task_word_score',
+           'TaskWordPolicy', 'ScoredPolicy']
 
 # %% ../nbs/12_policies.ipynb #81d61440
 WINDOW_STATUS = "Status of your last action: "
@@ -203,6 +204,36 @@ class SearchingExpertPolicy(ExpertPolicy):
             if f"The {place} is closed" in seen[len(script)]: script.append(f"open {place}")
         else: script += walk
         return P.format_tool_call(script[done] if done < len(script) else "look", self.style)
+
+# %% ../nbs/12_policies.ipynb #9a2ac806
+TASK_FILLER = frozenset("your task is to put some a an in on the and it with then them two".split())
+TASK_VERBS = {"clean": "clean", "hot": "heat", "heat": "heat", "cool": "cool", "cold": "cool", "look": "use", "examine": "use"}
+
+def task_words(prompt_text: str) -> set[str]:
+    "The content words of the last task line in `prompt_text`, plus the verb the task implies."
+    tasks = re.findall(r"Your task is to: (.*)", prompt_text)
+    if not tasks: return set()
+    words = set(re.findall(r"[a-z]+", tasks[-1].lower()))
+    return (words - TASK_FILLER) | {TASK_VERBS[w] for w in words if w in TASK_VERBS}
+
+def task_word_score(action: str, words: set[str]) -> int:
+    "How many words of `action` occur in `words`, less one for look, inventory and examine."
+    s = sum(1 for w in re.findall(r"[a-z]+", action) if w in words)
+    return s - 1 if action in ("look", "inventory") or action.startswith("examine") else s
+
+class TaskWordPolicy(ScriptedPolicy):
+    "Samples an admissible action with weight exp(beta * words it shares with the task); beta=0 is uniform."
+    def __init__(self, tokenizer, beta: float = 2.0, **kw):
+        super().__init__(tokenizer, **kw)
+        if not beta >= 0: raise ValueError(f"beta must be >= 0, got {beta!r}")
+        self.beta = beta
+
+    def reply(self, prompt_text, context, rng):
+        options = last_admissible(prompt_text)
+        if not options: return P.format_tool_call("look", self.style)
+        words = task_words(prompt_text)
+        weights = [math.exp(self.beta * task_word_score(a, words)) for a in options]
+        return P.format_tool_call(rng.choices(options, weights=weights)[0], self.style)
 
 # %% ../nbs/12_policies.ipynb #71b33ac0
 class ScoredPolicy:
