@@ -30,6 +30,7 @@ class MiniSettings:
     max_receptacles: int = 5
     distractors: int = 2
     max_plan_steps: int = 12
+    task_types: tuple = ("pick_and_place_simple", "look_at_obj_in_light")   # the two shortest of the six
     # the base model: the shipped `mini-base` (see alfworld_rl.mini_model), or a model directory
     base_model: str = "mini-base"
     # episodes (shared by SFT prompts, PPO rollouts and evaluation)
@@ -64,7 +65,7 @@ SMOKE = MiniSettings(seeds=(0,), train_games=6, valid_games=2, max_episode_steps
                      lora_rank=32, demos_per_game=2, sft_steps=2, sft_games_per_batch=3, ppo_steps=1,
                      ppo_games_per_batch=2, group_size=2, eval_games_per_batch=4)
 PRESETS = {"mini": MINI, "smoke": SMOKE}
-GAME_KEYS = ("train_games", "valid_games", "data_seed", "min_receptacles", "max_receptacles", "distractors", "max_plan_steps")
+GAME_KEYS = ("train_games", "valid_games", "data_seed", "min_receptacles", "max_receptacles", "distractors", "max_plan_steps", "task_types")
 
 
 # %% ../nbs/60_mini.ipynb #ff9f5788
@@ -75,6 +76,9 @@ def validate_settings(s: MiniSettings) -> MiniSettings:
     if not s.seeds or any(not isinstance(x, int) or x < 0 for x in s.seeds) or len(set(s.seeds)) != len(s.seeds):
         raise bad("seeds", "distinct integers >= 0, at least one")
     if s.engine not in ("textworld", "fast"): raise bad("engine", "textworld or fast")
+    from alfworld_rl.generate import TASK_TYPES
+    if not s.task_types or any(t not in TASK_TYPES for t in s.task_types) or len(set(s.task_types)) != len(s.task_types):
+        raise bad("task_types", f"distinct names among {', '.join(TASK_TYPES)}, at least one")
     for f in dataclasses.fields(MiniSettings):
         v = getattr(s, f.name)
         if f.name in ("seeds", "data_seed"): continue
@@ -95,7 +99,8 @@ def settings_from(preset: str = "mini", **overrides) -> MiniSettings:
     if preset not in PRESETS: raise UserError(f"--settings must be one of {', '.join(PRESETS)} (got {preset!r})", status=2)
     unknown = set(overrides) - {f.name for f in dataclasses.fields(MiniSettings)}
     if unknown: raise UserError(f"unknown mini settings {sorted(unknown)}", status=2)
-    if "seeds" in overrides: overrides["seeds"] = tuple(overrides["seeds"])
+    for name in ("seeds", "task_types"):
+        if name in overrides: overrides[name] = tuple(overrides[name])
     return validate_settings(dataclasses.replace(PRESETS[preset], **overrides))
 
 # %% ../nbs/60_mini.ipynb #4feba90f
@@ -121,7 +126,8 @@ def mini_data(s: MiniSettings, paths: MiniPaths, progress: bool = True) -> Path:
     from alfworld_rl.generate import generate_dataset
     return generate_dataset(paths.data, train=s.train_games, valid_seen=s.valid_games, valid_unseen=s.valid_games,
                             seed=s.data_seed, min_receptacles=s.min_receptacles, max_receptacles=s.max_receptacles,
-                            distractors=s.distractors, max_plan_steps=s.max_plan_steps, progress=progress)
+                            distractors=s.distractors, max_plan_steps=s.max_plan_steps,
+                            task_types=list(s.task_types), progress=progress)
 
 def base_model_path(s: MiniSettings) -> Path:
     "The directory of the base model of `s` (the shipped `mini-base` unless the settings name another)."

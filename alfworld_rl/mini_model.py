@@ -8,9 +8,10 @@ import json, math, os, random, shutil, tempfile, time
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['MODEL_SIZE_KEYS', 'build_model', 'count_parameters', 'random_transcripts', 'window_turns', 'turn_windows',
-           'masked_nll', 'learning_rate_at', 'train_rows', 'pretrain_base_model', 'plot_pretraining', 'BaseSettings',
-           'base_quality', 'build_base', 'load_base_info', 'cli_build_base_parser', 'cli_build_base']
+__all__ = ['MODEL_SIZE_KEYS', 'STAGE2_KEYS', 'build_model', 'count_parameters', 'random_transcripts', 'window_turns',
+           'turn_windows', 'masked_nll', 'learning_rate_at', 'train_rows', 'pretrain_base_model', 'plot_pretraining',
+           'BaseSettings', 'stage1_settings', 'base_quality', 'build_stage1', 'build_base', 'load_base_info',
+           'cli_build_base_parser', 'cli_build_base']
 
 # %% ../nbs/59_mini_model.ipynb #8a7e6207
 MODEL_SIZE_KEYS = ("hidden_size", "num_hidden_layers", "intermediate_size", "num_attention_heads",
@@ -60,17 +61,20 @@ def random_transcripts(games: list, tokenizer, branches: int, max_episode_steps:
     return [(list(t.tokens), list(t.assistant_mask)) for t in batch.trajectories if t.steps]
 
 def window_turns(games: list, tokenizer, branches: int, max_episode_steps: int, max_trajectory_tokens: int,
-                 history_length: int = 2, seed: int = 0, progress: bool = True, engine: str = "textworld") -> list[tuple[list[int], list[int]]]:
-    "One row per turn of `branches` random-admissible episodes per game in the window context: that turn's prompt + reply."
+                 history_length: int = 2, seed: int = 0, progress: bool = True, engine: str = "textworld",
+                 beta: float = 0.0) -> list[tuple[list[int], list[int]]]:
+    "One row per turn of `branches` episodes per game in the window context (uniform random play, or `TaskWordPolicy(beta)`)."
     from tqdm.auto import tqdm
-    from alfworld_rl.policies import RandomAdmissiblePolicy
+    from alfworld_rl.policies import RandomAdmissiblePolicy, TaskWordPolicy
     from alfworld_rl.rollout import RolloutConfig, run_rollout
+    policy = TaskWordPolicy(tokenizer, beta) if beta else RandomAdmissiblePolicy(tokenizer)
     config = RolloutConfig(group_size=branches, max_episode_steps=max_episode_steps, temperature=1.0, seed=seed,
                            max_trajectory_tokens=max_trajectory_tokens, max_assistant_tokens=min(128, max_trajectory_tokens - 1),
                            context="window", history_length=history_length, engine=engine)
-    bar = tqdm(total=len(games) * branches, desc="random play", unit="episode", disable=not progress)
+    bar = tqdm(total=len(games) * branches, desc="task-word play" if beta else "random play", unit="episode",
+               disable=not progress)
     def tick(done, total): bar.update(done - bar.n)
-    try: batch = run_rollout(RandomAdmissiblePolicy(tokenizer), tokenizer, games, config, progress=tick)
+    try: batch = run_rollout(policy, tokenizer, games, config, progress=tick)
     finally: bar.close()
     return [(list(s.prompt_tokens) + list(s.completion_tokens), [0] * len(s.prompt_tokens) + [1] * len(s.completion_tokens))
             for t in batch.trajectories for s in t.steps]
@@ -145,16 +149,18 @@ def train_rows(model_dir: str | os.PathLike, rows: list, steps: int, batch_size:
 def pretrain_base_model(model_dir: str | os.PathLike, games: list, branches: int, max_episode_steps: int,
                         max_trajectory_tokens: int, window_steps: int, window_batch: int, transcript_steps: int,
                         transcript_batch: int, learning_rate: float, seed: int = 0, progress: bool = True,
-                        context: str = "full", history_length: int = 2, engine: str = "textworld") -> dict:
-    "Random play on `games`, then window steps, then whole-transcript steps (at a third of the rate); returns and saves the record."
+                        context: str = "full", history_length: int = 2, engine: str = "textworld", beta: float = 0.0,
+                        record_name: str = "pretrain.json") -> dict:
+    "Play on `games` (random, or task-word with `beta`), then window steps, then whole-transcript steps (a third of the rate); returns and saves the record."
     from alfworld_rl.local_sampler import load_tokenizer
     model_dir = Path(model_dir)
     tokenizer = load_tokenizer(str(model_dir))
     t0 = time.perf_counter()
     if context == "window":       # a "transcript" is one whole window-context prompt + its reply
         transcripts = window_turns(games, tokenizer, branches, max_episode_steps, max_trajectory_tokens, history_length,
-                                   seed, progress, engine)
+                                   seed, progress, engine, beta)
     else:
+        if beta: raise ValueError("task-word play (beta > 0) is available in the window context only")
         transcripts = random_transcripts(games, tokenizer, branches, max_episode_steps, max_trajectory_tokens, seed, progress)
     windows = turn_windows(transcripts, tokenizer.convert_tokens_to_ids("<|im_start|>"))
     t1 = time.perf_counter()
@@ -163,12 +169,13 @@ def pretrain_base_model(model_dir: str | os.PathLike, games: list, branches: int
     t2 = time.perf_counter()
     transcript_losses = train_rows(model_dir, transcripts, transcript_steps, transcript_batch, learning_rate / 3, seed,
                                    "pretrain on transcripts", progress) if transcript_steps else []
-    record = {"transcripts": len(transcripts), "windows": len(windows),
+    record = {"policy": f"task-word (beta={beta})" if beta else "uniform random",
+              "transcripts": len(transcripts), "windows": len(windows),
               "transcript_tokens": sum(len(t) for t, _ in transcripts),
               "window_losses": window_losses, "transcript_losses": transcript_losses,
               "seconds": {"random_play": round(t1 - t0, 2), "windows": round(t2 - t1, 2),
                           "transcripts": round(time.perf_counter() - t2, 2)}}
-    (model_dir / "pretrain.json").write_text(json.dumps(record) + "\n")
+    (model_dir / record_name).write_text(json.dumps(record) + "\n")
     return record
 
 # %% ../nbs/59_mini_model.ipynb #faeb7416
@@ -210,7 +217,7 @@ class BaseSettings:
     num_key_value_heads: int = 2
     head_dim: int = 32
     model_seed: int = 0
-    branches: int = 6                      # random episodes per training game
+    branches: int = 6                      # episodes per training game (in each stage)
     max_episode_steps: int = 12
     history_length: int = 2
     window_steps: int = 700                # short rows first: the user message and the reply
@@ -219,6 +226,18 @@ class BaseSettings:
     prompt_batch: int = 32
     learning_rate: float = 3e-3
     engine: str = "fast"
+    # stage 2: a prior over actions, from TaskWordPolicy's play on the same games (0 steps: no stage 2)
+    prior_beta: float = 2.0
+    prior_seed: int = 1
+    prior_window_steps: int = 300
+    prior_prompt_steps: int = 100
+    prior_learning_rate: float = 1e-3
+
+STAGE2_KEYS = ("prior_beta", "prior_seed", "prior_window_steps", "prior_prompt_steps", "prior_learning_rate")
+
+def stage1_settings(s: BaseSettings) -> dict:
+    "The settings stage 1 (random play and the model itself) depends on."
+    return {k: v for k, v in asdict(s).items() if k not in STAGE2_KEYS}
 
 def base_quality(model_dir: str | os.PathLike, games: list, s: BaseSettings, seed: int = 0) -> dict:
     "Tool-call validity, admissible-action rate and success of the model at temperature 1 on `games` (window context)."
@@ -232,9 +251,29 @@ def base_quality(model_dir: str | os.PathLike, games: list, s: BaseSettings, see
     m = rollout_metrics(run_rollout(sampler, sampler.get_tokenizer(), games, config).trajectories)
     return {k: round(m[k], 4) for k in ("valid_tool_call_rate", "admissible_action_rate", "success_rate")}
 
+def build_stage1(work: Path, s: BaseSettings, games: list, progress: bool = True) -> tuple[Path, dict]:
+    "Stage 1 (the model, random play, pretraining) into `work/stage1`, reused when built with the same settings; returns it and its record."
+    stage, marker = work / "stage1", work / "stage1" / "stage1.json"
+    if marker.exists() and json.loads(marker.read_text())["settings"] == stage1_settings(s):
+        return stage, json.loads(marker.read_text()) | {"reused": True}
+    build_model(stage, {k: getattr(s, k) for k in MODEL_SIZE_KEYS}, s.model_seed)
+    record = pretrain_base_model(stage, games, s.branches, s.max_episode_steps, 6000, s.window_steps, s.window_batch,
+                                 s.prompt_steps, s.prompt_batch, s.learning_rate, s.model_seed, progress,
+                                 context="window", history_length=s.history_length, engine=s.engine)
+    info = {"settings": stage1_settings(s), "rows": record["windows"],
+            "final_loss": {"windows": _last20(record["window_losses"]), "prompts": _last20(record["transcript_losses"])},
+            "seconds": {"random_play": record["seconds"]["random_play"],
+                        "pretraining": round(record["seconds"]["windows"] + record["seconds"]["transcripts"], 1)}}
+    marker.write_text(json.dumps(info, indent=1) + "\n")          # written last: a stage cut short is rebuilt
+    return stage, info | {"reused": False}
+
+def _last20(xs: list) -> float:
+    "Mean of the last 20 losses."
+    return round(sum(xs[-20:]) / max(1, len(xs[-20:])), 4)
+
 def build_base(out: str | os.PathLike, s: BaseSettings | None = None, work_dir: str | os.PathLike | None = None,
                progress: bool = True) -> dict:
-    "Generate the base's games, build and pretrain the model into `out`, measure it; returns (and saves) `base.json`."
+    "Generate the base's games, build and pretrain the model (two stages) into `out`, measure it; returns (and saves) `base.json`."
     from alfworld_rl.data import discover_games
     from alfworld_rl.generate import generate_dataset
     s, out = s or BaseSettings(), Path(out)
@@ -243,22 +282,32 @@ def build_base(out: str | os.PathLike, s: BaseSettings | None = None, work_dir: 
     data = generate_dataset(work / "data", train=s.train_games, valid_seen=s.valid_games, seed=s.data_seed,
                             min_receptacles=s.min_receptacles, max_receptacles=s.max_receptacles,
                             distractors=s.distractors, max_plan_steps=s.max_plan_steps, progress=progress)
+    games = discover_games(data, "train")
     t1 = time.perf_counter()
+    stage1, first = build_stage1(work, s, games, progress)
     tmp = work / "model"
-    build_model(tmp, {k: getattr(s, k) for k in MODEL_SIZE_KEYS}, s.model_seed)
-    record = pretrain_base_model(tmp, discover_games(data, "train"), s.branches, s.max_episode_steps, 6000,
-                                 s.window_steps, s.window_batch, s.prompt_steps, s.prompt_batch, s.learning_rate,
-                                 s.model_seed, progress, context="window", history_length=s.history_length,
-                                 engine=s.engine)
+    if tmp.exists(): shutil.rmtree(tmp)
+    shutil.copytree(stage1, tmp, ignore=shutil.ignore_patterns("stage1.json"))
     t2 = time.perf_counter()
+    prior = None
+    if s.prior_window_steps or s.prior_prompt_steps:
+        prior = pretrain_base_model(tmp, games, s.branches, s.max_episode_steps, 6000, s.prior_window_steps,
+                                    s.window_batch, s.prior_prompt_steps, s.prompt_batch, s.prior_learning_rate,
+                                    s.prior_seed, progress, context="window", history_length=s.history_length,
+                                    engine=s.engine, beta=s.prior_beta, record_name="pretrain-prior.json")
+    t3 = time.perf_counter()
     quality = base_quality(tmp, discover_games(data, "valid_seen"), s)
-    last = lambda xs: round(sum(xs[-20:]) / max(1, len(xs[-20:])), 4)
+    seconds = {"games": round(t1 - t0, 1), "random_play": first["seconds"]["random_play"],
+               "pretraining": first["seconds"]["pretraining"], "stage1_reused": first["reused"],
+               "prior_play": prior["seconds"]["random_play"] if prior else 0.0,
+               "prior_pretraining": round(prior["seconds"]["windows"] + prior["seconds"]["transcripts"], 1) if prior else 0.0,
+               "quality": round(time.perf_counter() - t3, 1)}
+    seconds["total"] = round(sum(v for k, v in seconds.items() if k != "stage1_reused"), 1)   # the build from scratch
     info = {"name": MINI_BASE_NAME, "settings": asdict(s), "parameters": count_parameters(tmp), "quality": quality,
-            "rows": record["windows"], "final_loss": {"windows": last(record["window_losses"]),
-                                                     "prompts": last(record["transcript_losses"])},
-            "seconds": {"games": round(t1 - t0, 1), "random_play": record["seconds"]["random_play"],
-                        "pretraining": round(record["seconds"]["windows"] + record["seconds"]["transcripts"], 1),
-                        "quality": round(time.perf_counter() - t2, 1), "total": round(time.perf_counter() - t0, 1)}}
+            "rows": first["rows"], "prior_rows": prior["windows"] if prior else 0,
+            "final_loss": first["final_loss"] | ({"prior_windows": _last20(prior["window_losses"]),
+                                                  "prior_prompts": _last20(prior["transcript_losses"])} if prior else {}),
+            "seconds": seconds}
     (tmp / "base.json").write_text(json.dumps(info, indent=1) + "\n")
     out.parent.mkdir(parents=True, exist_ok=True)
     if out.exists(): shutil.rmtree(out)
@@ -276,7 +325,8 @@ def load_base_info(model_dir: str | os.PathLike | None = None) -> dict:
 def cli_build_base_parser(parser):
     "Add the flags of `alfworld-rl build-base` to `parser`."
     parser.add_argument("--out", default=None, help="where to write the model (default: the shipped models/mini-base)")
-    parser.add_argument("--work-dir", default=None, help="keep the generated games and the unmeasured model here")
+    parser.add_argument("--work-dir", default=None, help="keep the generated games and the models of both stages here; "
+                                                         "a finished stage 1 there with the same settings is reused")
     return parser
 
 def cli_build_base(args) -> int:
@@ -288,5 +338,6 @@ def cli_build_base(args) -> int:
     q, sec = info["quality"], info["seconds"]
     print(f"Built {out}: {info['parameters']:,} parameters in {sec['total']:.0f} s; at temperature 1 on "
           f"{info['settings']['valid_games']} held-out games: {100 * q['valid_tool_call_rate']:.1f}% well-formed calls, "
-          f"{100 * q['admissible_action_rate']:.1f}% admissible actions, {100 * q['success_rate']:.1f}% won")
+          f"{100 * q['admissible_action_rate']:.1f}% admissible actions, {100 * q['success_rate']:.1f}% won"
+          + (" (stage 1 reused from --work-dir; its time is the one measured when it was built)" if sec["stage1_reused"] else ""))
     return 0

@@ -27,7 +27,9 @@ def step_seed(seed: int, step: int) -> int:
     return random.Random(f"{seed}:step:{step}").getrandbits(31)
 
 # %% ../nbs/40_train.ipynb #0064bb6a
-AUTO_GENERATE = dict(train=16, valid_seen=8, valid_unseen=8, seed=0)
+AUTO_GENERATE = dict(train=16, valid_seen=8, valid_unseen=8, seed=0,          # a first run's games: the two shortest
+                     task_types=("pick_and_place_simple", "look_at_obj_in_light"),   # task types in the mini rooms,
+                     min_receptacles=4, max_receptacles=5, distractors=2, max_plan_steps=12)   # which mini-base can win
 
 def split_has_games(data_root: Path, split: str) -> bool:
     "Whether `<data_root>/json_2.1.1/<split>` holds at least one game file."
@@ -51,10 +53,11 @@ def load_training_games(config: TrainConfig) -> list:
     from alfworld_rl.data import discover_games
     root = resolve_data_root(config.data_root)
     if config.backend == "local" and not split_has_games(root, config.train_split):
-        from alfworld_rl.generate import generate_dataset, SMALL_ROOM
+        from alfworld_rl.generate import generate_dataset
         print(f"Note: no games under {root}/json_2.1.1/{config.train_split}; generating a small offline set "
-              f"there first ({', '.join(f'{k}={v}' for k, v in AUTO_GENERATE.items())}, small rooms).", flush=True)
-        generate_dataset(root, progress=True, **AUTO_GENERATE, **SMALL_ROOM)
+              f"there first ({AUTO_GENERATE['train']} train games and {AUTO_GENERATE['valid_seen']} per validation split "
+              f"of {' and '.join(AUTO_GENERATE['task_types'])}, in rooms of 4-5 receptacles).", flush=True)
+        generate_dataset(root, progress=True, **AUTO_GENERATE)
     return discover_games(root, config.train_split, max_games=config.max_train_games, seed=config.seed)
 
 # %% ../nbs/40_train.ipynb #6ac40d2b
