@@ -23,9 +23,7 @@ from .local_sampler import load_causal_lm
 # %% auto #0
 __all__ = ['SUPPORTED_LOSSES', 'NAME_RE', 'token_losses', 'target_logprobs', 'common_prefix_length', 'backbone_hidden',
            'lora_targets', 'add_lora', 'checkpoint_name', 'read_checkpoint_info', 'same_base_model',
-           'load_sampler_model', 'LocalTrainingClient', 'agreement_metrics', 'forward_backward', 'forward',
-           'optim_step', 'save_state', 'save_weights_for_sampler', 'load_state', 'load_state_with_optimizer',
-           'sampling_snapshot', 'save_weights_and_get_sampling_client', 'create_sampling_client', 'close']
+           'load_sampler_model', 'agreement_metrics', 'sampling_snapshot', 'LocalTrainingClient']
 
 # %% ../nbs/22_local_trainer.ipynb #e8c0016f
 SUPPORTED_LOSSES = ("cross_entropy", "importance_sampling", "ppo", "cispo")
@@ -185,8 +183,8 @@ def load_sampler_model(base_model: str, model_path: str | Path, device, dtype):
     return model.get_base_model().eval().requires_grad_(False)
 
 # %% ../nbs/22_local_trainer.ipynb #d563caa0
-class LocalTrainingClient:
-    "PyTRIO 0.2.9 `TrainingClient` surface over an in-process peft LoRA."
+class _ClientCore:
+    "The state of a local training client: the LoRA model, its optimizer slot, its worker thread."
     def __init__(self, service, base_model: str, rank: int = 32, seed: int | None = None, train_mlp: bool = True,
                  train_attn: bool = True, train_unembed: bool = True, lora_alpha: float | None = None,
                  target_modules: list[str] | None = None, microbatch_tokens: int = 16384):
@@ -232,49 +230,6 @@ def _microbatches(lengths: list[int], budget: int) -> list[list[int]]:
     if cur: groups.append(cur)
     return groups
 
-def _run_loss(self, data: list[Datum], loss_fn: str, loss_fn_config: dict | None, auto_shift: bool,
-              backward: bool) -> ForwardBackwardOutput:
-    "Validate `data`, compute per-datum target logprobs and the call's loss, and back-propagate if `backward`."
-    plan = plan_training_batch(list(data), loss_fn=loss_fn, auto_shift=auto_shift,
-                               limits=TrainingLimits(None, None, None), tokenizer_vocab_size=self.vocab)
-    name = normalize_loss_fn(loss_fn)
-    if name not in SUPPORTED_LOSSES: token_losses(name, torch.zeros(1))          # raises the clear error
-    cfg = dict(loss_fn_config or {})
-    lo, hi = float(cfg.get("clip_low_threshold", 0.8)), float(cfg.get("clip_high_threshold", 1.2))
-    samples = [s for chunk in plan.chunks for s in chunk.samples]
-    total = plan.totals.total_active_tokens
-    dev = next(self.peft.parameters()).device
-    outputs, loss_sum, agree = [None] * len(samples), 0.0, []
-    self.started = self.started or backward
-    self.peft.train(backward)
-    for group in _microbatches([s.input_length for s in samples], self.microbatch_tokens):
-        inputs, targets = [], []
-        for i in group:
-            t = torch.tensor(samples[i].target_tokens)
-            if auto_shift: t = torch.cat([t[1:], torch.tensor([-100])])      # position p predicts target p + 1
-            inputs.append(samples[i].model_input.to_ints()); targets.append(t)
-        with torch.set_grad_enabled(backward):
-            lps = target_logprobs(self.peft, inputs, targets, self.pad_id, needed=[_loss_positions(samples[i], name, auto_shift)
-                                                                                   for i in group])
-            group_loss = torch.zeros((), device=dev)
-            for i, t, lp in zip(group, targets, lps):
-                s, active = samples[i], (t != -100).to(dev)
-                if name == "cross_entropy": per = token_losses(name, lp, weights=_shift(s.weights, auto_shift, dev))
-                else:
-                    old, adv = _shift(s.logprobs, auto_shift, dev), _shift(s.advantages, auto_shift, dev)
-                    per = token_losses(name, lp, old, adv, clip_low=lo, clip_high=hi)
-                    sampled = active & ((adv != 0) | (old != 0))          # tokens that carry a sampler logprob
-                    agree.append((lp.detach() - old)[sampled].float().cpu())
-                group_loss = group_loss + (per * active).sum()
-                lp_out = lp.detach().float().cpu()
-                if auto_shift: lp_out = torch.cat([torch.zeros(1), lp_out[:-1]])
-                outputs[i] = {"logprobs": TensorData(data=lp_out.tolist(), dtype="float32", shape=[len(lp_out)])}
-            if backward and total > 0: (group_loss / total).backward()
-        loss_sum += float(group_loss.detach())
-    metrics = {"loss_sum": loss_sum, "loss_mean": loss_sum / total if total else 0.0, "token_count": float(total)}
-    metrics.update(agreement_metrics(torch.cat(agree) if agree else torch.zeros(0), lo, hi))
-    return ForwardBackwardOutput(loss_fn_outputs=outputs, metrics=metrics)
-
 def agreement_metrics(diff: torch.Tensor, clip_low: float, clip_high: float) -> dict:
     "How far the learner's logprobs of sampled tokens are from the sampler's (`diff` = learner - sampler, per token)."
     if diff.numel() == 0: return {}
@@ -294,162 +249,223 @@ def _shift(values, auto_shift: bool, dev) -> torch.Tensor:
     t = torch.tensor(values, dtype=torch.float32, device=dev)
     return torch.cat([t[1:], t.new_zeros(1)]) if auto_shift else t
 
-LocalTrainingClient._run_loss = _run_loss
+class _LossOps:
+    "Forward passes and losses: `_run_loss`."
+    def _run_loss(self, data: list[Datum], loss_fn: str, loss_fn_config: dict | None, auto_shift: bool,
+                  backward: bool) -> ForwardBackwardOutput:
+        "Validate `data`, compute per-datum target logprobs and the call's loss, and back-propagate if `backward`."
+        plan = plan_training_batch(list(data), loss_fn=loss_fn, auto_shift=auto_shift,
+                                   limits=TrainingLimits(None, None, None), tokenizer_vocab_size=self.vocab)
+        name = normalize_loss_fn(loss_fn)
+        if name not in SUPPORTED_LOSSES: token_losses(name, torch.zeros(1))          # raises the clear error
+        cfg = dict(loss_fn_config or {})
+        lo, hi = float(cfg.get("clip_low_threshold", 0.8)), float(cfg.get("clip_high_threshold", 1.2))
+        samples = [s for chunk in plan.chunks for s in chunk.samples]
+        total = plan.totals.total_active_tokens
+        dev = next(self.peft.parameters()).device
+        outputs, loss_sum, agree = [None] * len(samples), 0.0, []
+        self.started = self.started or backward
+        self.peft.train(backward)
+        for group in _microbatches([s.input_length for s in samples], self.microbatch_tokens):
+            inputs, targets = [], []
+            for i in group:
+                t = torch.tensor(samples[i].target_tokens)
+                if auto_shift: t = torch.cat([t[1:], torch.tensor([-100])])      # position p predicts target p + 1
+                inputs.append(samples[i].model_input.to_ints()); targets.append(t)
+            with torch.set_grad_enabled(backward):
+                lps = target_logprobs(self.peft, inputs, targets, self.pad_id, needed=[_loss_positions(samples[i], name, auto_shift)
+                                                                                       for i in group])
+                group_loss = torch.zeros((), device=dev)
+                for i, t, lp in zip(group, targets, lps):
+                    s, active = samples[i], (t != -100).to(dev)
+                    if name == "cross_entropy": per = token_losses(name, lp, weights=_shift(s.weights, auto_shift, dev))
+                    else:
+                        old, adv = _shift(s.logprobs, auto_shift, dev), _shift(s.advantages, auto_shift, dev)
+                        per = token_losses(name, lp, old, adv, clip_low=lo, clip_high=hi)
+                        sampled = active & ((adv != 0) | (old != 0))          # tokens that carry a sampler logprob
+                        agree.append((lp.detach() - old)[sampled].float().cpu())
+                    group_loss = group_loss + (per * active).sum()
+                    lp_out = lp.detach().float().cpu()
+                    if auto_shift: lp_out = torch.cat([torch.zeros(1), lp_out[:-1]])
+                    outputs[i] = {"logprobs": TensorData(data=lp_out.tolist(), dtype="float32", shape=[len(lp_out)])}
+                if backward and total > 0: (group_loss / total).backward()
+            loss_sum += float(group_loss.detach())
+        metrics = {"loss_sum": loss_sum, "loss_mean": loss_sum / total if total else 0.0, "token_count": float(total)}
+        metrics.update(agreement_metrics(torch.cat(agree) if agree else torch.zeros(0), lo, hi))
+        return ForwardBackwardOutput(loss_fn_outputs=outputs, metrics=metrics)
 
 # %% ../nbs/22_local_trainer.ipynb #de221e46
-def _make_optimizer(self) -> torch.optim.AdamW:
-    "The AdamW optimizer over the LoRA parameters (created on first use)."
-    if self.optimizer is None:
-        self.optimizer = torch.optim.AdamW(self.params, lr=1e-4, betas=(0.9, 0.95), eps=1e-12, weight_decay=0.0)
-    return self.optimizer
+class _OptimizerOps:
+    "The AdamW optimizer over the LoRA parameters."
+    def _make_optimizer(self) -> torch.optim.AdamW:
+        "The AdamW optimizer over the LoRA parameters (created on first use)."
+        if self.optimizer is None:
+            self.optimizer = torch.optim.AdamW(self.params, lr=1e-4, betas=(0.9, 0.95), eps=1e-12, weight_decay=0.0)
+        return self.optimizer
 
-def _optim_step(self, p: AdamParams) -> OptimStepResponse:
-    "One AdamW step with the settings of `p` (grad-norm clipping when `p.grad_clip_norm > 0`)."
-    self.started = True
-    opt = self._make_optimizer()
-    for g in opt.param_groups:
-        g.update(lr=p.learning_rate, betas=(p.beta1, p.beta2), eps=p.eps, weight_decay=p.weight_decay)
-    max_norm = p.grad_clip_norm if p.grad_clip_norm > 0 else float("inf")
-    grads = [q for q in self.params if q.grad is not None]
-    norm = float(torch.nn.utils.clip_grad_norm_(grads, max_norm)) if grads else 0.0
-    opt.step(); opt.zero_grad(set_to_none=True)
-    self.step += 1
-    return OptimStepResponse(metrics={"grad_norm": norm, "learning_rate": p.learning_rate, "step": float(self.step)})
-
-LocalTrainingClient._make_optimizer, LocalTrainingClient._optim_step = _make_optimizer, _optim_step
+    def _optim_step(self, p: AdamParams) -> OptimStepResponse:
+        "One AdamW step with the settings of `p` (grad-norm clipping when `p.grad_clip_norm > 0`)."
+        self.started = True
+        opt = self._make_optimizer()
+        for g in opt.param_groups:
+            g.update(lr=p.learning_rate, betas=(p.beta1, p.beta2), eps=p.eps, weight_decay=p.weight_decay)
+        max_norm = p.grad_clip_norm if p.grad_clip_norm > 0 else float("inf")
+        grads = [q for q in self.params if q.grad is not None]
+        norm = float(torch.nn.utils.clip_grad_norm_(grads, max_norm)) if grads else 0.0
+        opt.step(); opt.zero_grad(set_to_none=True)
+        self.step += 1
+        return OptimStepResponse(metrics={"grad_norm": norm, "learning_rate": p.learning_rate, "step": float(self.step)})
 
 # %% ../nbs/22_local_trainer.ipynb #5ba4b503
-def _save_adapter(self, out: Path) -> None:
-    "Write the adapter weights and config into `out`."
-    out.mkdir(parents=True, exist_ok=True)
-    self.peft.save_pretrained(str(out), save_embedding_layers=False)   # base weights are frozen: adapter only
+class _CheckpointOps:
+    "Saving and loading adapters, optimizer state and step."
+    def _save_adapter(self, out: Path) -> None:
+        "Write the adapter weights and config into `out`."
+        out.mkdir(parents=True, exist_ok=True)
+        self.peft.save_pretrained(str(out), save_embedding_layers=False)
 
-def _lora_info(self) -> dict:
-    "The settings a checkpoint records."
-    return {"base_model": self.base_model, "rank": self.lora.rank, "alpha": self.lora.alpha, "seed": self.seed,
-            "target_modules": self.lora.target_modules, "train_mlp": self.lora.train_mlp,
-            "train_attn": self.lora.train_attn, "train_unembed": self.lora.train_unembed}
+    def _lora_info(self) -> dict:
+        "The settings a checkpoint records."
+        return {"base_model": self.base_model, "rank": self.lora.rank, "alpha": self.lora.alpha, "seed": self.seed,
+                "target_modules": self.lora.target_modules, "train_mlp": self.lora.train_mlp,
+                "train_attn": self.lora.train_attn, "train_unembed": self.lora.train_unembed}
 
-def _save_state(self, name: str, overwrite: bool) -> SaveWeightsResponse:
-    "Adapter + optimizer + step into `weights/<name>`."
-    out = self._run_dir() / "weights" / checkpoint_name(name)
-    if out.exists() and not overwrite:
-        raise ValidationError(f"checkpoint {out} exists; pass overwrite=True", code="validation.checkpoint_exists")
-    self._save_adapter(out)
-    # A state saved before the first step still carries an (empty) optimizer, so resuming with it always works.
-    torch.save(self._make_optimizer().state_dict(), out / "optimizer.pt")
-    info = {"kind": "state", **self._lora_info(), "step": self.step, "run": self.training_run_cuid,
-            "has_optimizer": True}
-    (out / "trainer_state.json").write_text(json.dumps(info, indent=1) + "\n")
-    return SaveWeightsResponse(path=str(out), model=self.base_model, size=_dir_size(out))
+    def _save_state(self, name: str, overwrite: bool) -> SaveWeightsResponse:
+        "Adapter + optimizer + step into `weights/<name>`."
+        out = self._run_dir() / "weights" / checkpoint_name(name)
+        if out.exists() and not overwrite:
+            raise ValidationError(f"checkpoint {out} exists; pass overwrite=True", code="validation.checkpoint_exists")
+        self._save_adapter(out)
+        # A state saved before the first step still carries an (empty) optimizer, so resuming with it always works.
+        torch.save(self._make_optimizer().state_dict(), out / "optimizer.pt")
+        info = {"kind": "state", **self._lora_info(), "step": self.step, "run": self.training_run_cuid,
+                "has_optimizer": True}
+        (out / "trainer_state.json").write_text(json.dumps(info, indent=1) + "\n")
+        return SaveWeightsResponse(path=str(out), model=self.base_model, size=_dir_size(out))
 
-def _save_sampler(self, name: str) -> SaveWeightsForSamplerResponse:
-    "Adapter only into `sampler_weights/<name>`."
-    out = self._run_dir() / "sampler_weights" / checkpoint_name(name)
-    self._save_adapter(out)
-    info = {"kind": "sampler", **self._lora_info(), "step": self.step, "run": self.training_run_cuid}
-    (out / "sampler.json").write_text(json.dumps(info, indent=1) + "\n")
-    return SaveWeightsForSamplerResponse(path=str(out), model=self.base_model, size=_dir_size(out))
+    def _save_sampler(self, name: str) -> SaveWeightsForSamplerResponse:
+        "Adapter only into `sampler_weights/<name>`."
+        out = self._run_dir() / "sampler_weights" / checkpoint_name(name)
+        self._save_adapter(out)
+        info = {"kind": "sampler", **self._lora_info(), "step": self.step, "run": self.training_run_cuid}
+        (out / "sampler.json").write_text(json.dumps(info, indent=1) + "\n")
+        return SaveWeightsForSamplerResponse(path=str(out), model=self.base_model, size=_dir_size(out))
 
-def _load_state(self, path: str, with_optimizer: bool) -> dict:
-    "Restore the adapter (and optimizer and step) from a `save_state` directory; only before training starts."
-    from peft import set_peft_model_state_dict
-    from safetensors.torch import load_file
-    if self.started:
-        raise ValidationError("load_state is only allowed before the first training operation",
-                              code="validation.already_initialized")
-    info = read_checkpoint_info(path, "state")
-    mine = self._lora_info()
-    for k in ("base_model", "rank", "target_modules"):
-        if info[k] != mine[k]:
-            raise ValidationError(f"checkpoint {path} has {k}={info[k]!r}, this client {mine[k]!r}",
-                                  code="validation.checkpoint_mismatch")
-    p = Path(path).expanduser()
-    state = load_file(str(p / "adapter_model.safetensors"), device=str(next(self.peft.parameters()).device))
-    res = set_peft_model_state_dict(self.peft, state)
-    if [k for k in res.unexpected_keys if "lora" in k]: raise ValidationError(f"{path}: unexpected adapter keys", code="validation.checkpoint_mismatch")
-    if with_optimizer:
-        if not (p / "optimizer.pt").exists():
-            raise ValidationError(f"{path} holds no optimizer state", code="validation.no_optimizer_state")
-        self._make_optimizer().load_state_dict(torch.load(p / "optimizer.pt", weights_only=True))
-        self.step = int(info.get("step", 0))
-    return {"path": str(p), "step": self.step}
-
-for _f in (_save_adapter, _lora_info, _save_state, _save_sampler, _load_state): setattr(LocalTrainingClient, _f.__name__, _f)
+    def _load_state(self, path: str, with_optimizer: bool) -> dict:
+        "Restore the adapter (and optimizer and step) from a `save_state` directory; only before training starts."
+        from peft import set_peft_model_state_dict
+        from safetensors.torch import load_file
+        if self.started:
+            raise ValidationError("load_state is only allowed before the first training operation",
+                                  code="validation.already_initialized")
+        info = read_checkpoint_info(path, "state")
+        mine = self._lora_info()
+        for k in ("base_model", "rank", "target_modules"):
+            if info[k] != mine[k]:
+                raise ValidationError(f"checkpoint {path} has {k}={info[k]!r}, this client {mine[k]!r}",
+                                      code="validation.checkpoint_mismatch")
+        p = Path(path).expanduser()
+        state = load_file(str(p / "adapter_model.safetensors"), device=str(next(self.peft.parameters()).device))
+        res = set_peft_model_state_dict(self.peft, state)
+        if [k for k in res.unexpected_keys if "lora" in k]: raise ValidationError(f"{path}: unexpected adapter keys", code="validation.checkpoint_mismatch")
+        if with_optimizer:
+            if not (p / "optimizer.pt").exists():
+                raise ValidationError(f"{path} holds no optimizer state", code="validation.no_optimizer_state")
+            self._make_optimizer().load_state_dict(torch.load(p / "optimizer.pt", weights_only=True))
+            self.step = int(info.get("step", 0))
+        return {"path": str(p), "step": self.step}
 
 # %% ../nbs/22_local_trainer.ipynb #948a603c
-def forward_backward(self, data: list[Datum], loss_fn: str = "cross_entropy", loss_fn_config: dict | None = None,
-                     auto_shift: bool = False) -> APIFuture[ForwardBackwardOutput]:
-    "Accumulate the gradient of the call's token-mean loss; per-datum target logprobs and loss metrics."
-    return self._submit(self._run_loss, data, loss_fn, loss_fn_config, auto_shift, True)
-
-def forward(self, data: list[Datum], loss_fn: str = "cross_entropy", loss_fn_config: dict | None = None,
-            auto_shift: bool = False) -> APIFuture[ForwardBackwardOutput]:
-    "Like `forward_backward` without gradients."
-    return self._submit(self._run_loss, data, loss_fn, loss_fn_config, auto_shift, False)
-
-def optim_step(self, adam_params: AdamParams) -> APIFuture[OptimStepResponse]:
-    "Apply the accumulated gradients with AdamW."
-    return self._submit(self._optim_step, adam_params)
-
-def save_state(self, name: str, ttl_seconds: int | None = None, overwrite: bool = False) -> APIFuture[SaveWeightsResponse]:
-    "Save adapter, optimizer and step; `.path` is the checkpoint directory (`ttl_seconds` is ignored locally)."
-    return self._submit(self._save_state, name, overwrite)
-
-def save_weights_for_sampler(self, name: str, ttl_seconds: int | None = None) -> APIFuture[SaveWeightsForSamplerResponse]:
-    "Save the adapter for sampling; `.path` is what `create_sampling_client(base_model, model_path=...)` takes."
-    return self._submit(self._save_sampler, name)
-
-def load_state(self, path: str) -> APIFuture[dict]:
-    "Load the adapter weights of a `save_state` checkpoint (before the first training operation)."
-    return self._submit(self._load_state, path, False)
-
-def load_state_with_optimizer(self, path: str) -> APIFuture[dict]:
-    "Load adapter weights, optimizer state and step of a `save_state` checkpoint."
-    return self._submit(self._load_state, path, True)
-
 def sampling_snapshot(peft_model):
     "The model of `peft_model` with a frozen copy of its LoRA weights, sharing every frozen base weight (unmerged)."
     shared = {id(p): p for p in peft_model.parameters() if not p.requires_grad}
     with torch.no_grad(): clone = copy.deepcopy(peft_model, memo=shared)
     return clone.get_base_model().eval().requires_grad_(False)
 
-def _current_sampler(self):
-    "A sampling client that computes with exactly the current weights: base shared, LoRA copied and kept unmerged."
-    return self.service._sampling_client_for(sampling_snapshot(self.peft), self.base_model, self.model_alias)
+class _PublicOps:
+    "The queued public operations (each returns an `APIFuture`) and their `*_async` twins."
+    def forward_backward(self, data: list[Datum], loss_fn: str = "cross_entropy", loss_fn_config: dict | None = None,
+                         auto_shift: bool = False) -> APIFuture[ForwardBackwardOutput]:
+        "Accumulate the gradient of the call's token-mean loss; per-datum target logprobs and loss metrics."
+        return self._submit(self._run_loss, data, loss_fn, loss_fn_config, auto_shift, True)
 
-def save_weights_and_get_sampling_client(self):
-    "A sampling client for the current weights (after all queued operations)."
-    return self._submit(self._current_sampler).result()
+    def forward(self, data: list[Datum], loss_fn: str = "cross_entropy", loss_fn_config: dict | None = None,
+                auto_shift: bool = False) -> APIFuture[ForwardBackwardOutput]:
+        "Like `forward_backward` without gradients."
+        return self._submit(self._run_loss, data, loss_fn, loss_fn_config, auto_shift, False)
 
-def create_sampling_client(self, model_path: str):
-    "A sampling client for saved sampler weights of this base model."
-    return self.service.create_sampling_client(self.base_model, model_path=model_path)
+    def optim_step(self, adam_params: AdamParams) -> APIFuture[OptimStepResponse]:
+        "Apply the accumulated gradients with AdamW."
+        return self._submit(self._optim_step, adam_params)
 
-def close(self) -> None:
-    "Finish the queued operations, then stop the worker thread (idempotent); later calls fail."
-    self._pool.shutdown(wait=True, cancel_futures=False)
+    def save_state(self, name: str, ttl_seconds: int | None = None, overwrite: bool = False) -> APIFuture[SaveWeightsResponse]:
+        "Save adapter, optimizer and step; `.path` is the checkpoint directory (`ttl_seconds` is ignored locally)."
+        return self._submit(self._save_state, name, overwrite)
 
-def __enter__(self): return self
-def __exit__(self, *exc) -> None: self.close()
+    def save_weights_for_sampler(self, name: str, ttl_seconds: int | None = None) -> APIFuture[SaveWeightsForSamplerResponse]:
+        "Save the adapter for sampling; `.path` is what `create_sampling_client(base_model, model_path=...)` takes."
+        return self._submit(self._save_sampler, name)
 
-for _f in (forward_backward, forward, optim_step, save_state, save_weights_for_sampler, load_state,
-           load_state_with_optimizer, _current_sampler, save_weights_and_get_sampling_client,
-           create_sampling_client, close, __enter__, __exit__):
-    setattr(LocalTrainingClient, _f.__name__, _f)
+    def load_state(self, path: str) -> APIFuture[dict]:
+        "Load the adapter weights of a `save_state` checkpoint (before the first training operation)."
+        return self._submit(self._load_state, path, False)
 
-def _async_twin(name):
-    "An `async` method returning the future of the sync method `name` (await it again for the result)."
-    async def method(self, *args, **kwargs): return getattr(self, name)(*args, **kwargs)
-    method.__name__, method.__doc__ = f"{name}_async", f"`{name}`, awaited once: the future (await it again)."
-    return method
+    def load_state_with_optimizer(self, path: str) -> APIFuture[dict]:
+        "Load adapter weights, optimizer state and step of a `save_state` checkpoint."
+        return self._submit(self._load_state, path, True)
 
-for _n in ("forward_backward", "forward", "optim_step", "save_state", "save_weights_for_sampler", "load_state",
-           "load_state_with_optimizer"):
-    setattr(LocalTrainingClient, f"{_n}_async", _async_twin(_n))
+    def _current_sampler(self):
+        "A sampling client that computes with exactly the current weights: base shared, LoRA copied and kept unmerged."
+        return self.service._sampling_client_for(sampling_snapshot(self.peft), self.base_model, self.model_alias)
 
-async def _save_weights_and_get_sampling_client_async(self):
-    "`save_weights_and_get_sampling_client`, awaited."
-    import asyncio
-    return await asyncio.wrap_future(self._pool.submit(self._current_sampler))
-LocalTrainingClient.save_weights_and_get_sampling_client_async = _save_weights_and_get_sampling_client_async
+    def save_weights_and_get_sampling_client(self):
+        "A sampling client for the current weights (after all queued operations)."
+        return self._submit(self._current_sampler).result()
+
+    def create_sampling_client(self, model_path: str):
+        "A sampling client for saved sampler weights of this base model."
+        return self.service.create_sampling_client(self.base_model, model_path=model_path)
+
+    def close(self) -> None:
+        "Finish the queued operations, then stop the worker thread (idempotent); later calls fail."
+        self._pool.shutdown(wait=True, cancel_futures=False)
+
+    def __enter__(self): return self
+
+    def __exit__(self, *exc) -> None: self.close()
+
+    async def forward_backward_async(self, *args, **kwargs):
+        "`forward_backward`, awaited once: the future (await it again for the result)."
+        return getattr(self, "forward_backward")(*args, **kwargs)
+
+    async def forward_async(self, *args, **kwargs):
+        "`forward`, awaited once: the future (await it again for the result)."
+        return getattr(self, "forward")(*args, **kwargs)
+
+    async def optim_step_async(self, *args, **kwargs):
+        "`optim_step`, awaited once: the future (await it again for the result)."
+        return getattr(self, "optim_step")(*args, **kwargs)
+
+    async def save_state_async(self, *args, **kwargs):
+        "`save_state`, awaited once: the future (await it again for the result)."
+        return getattr(self, "save_state")(*args, **kwargs)
+
+    async def save_weights_for_sampler_async(self, *args, **kwargs):
+        "`save_weights_for_sampler`, awaited once: the future (await it again for the result)."
+        return getattr(self, "save_weights_for_sampler")(*args, **kwargs)
+
+    async def load_state_async(self, *args, **kwargs):
+        "`load_state`, awaited once: the future (await it again for the result)."
+        return getattr(self, "load_state")(*args, **kwargs)
+
+    async def load_state_with_optimizer_async(self, *args, **kwargs):
+        "`load_state_with_optimizer`, awaited once: the future (await it again for the result)."
+        return getattr(self, "load_state_with_optimizer")(*args, **kwargs)
+
+    async def save_weights_and_get_sampling_client_async(self):
+        "`save_weights_and_get_sampling_client`, awaited."
+        import asyncio
+        return await asyncio.wrap_future(self._pool.submit(self._current_sampler))
+
+class LocalTrainingClient(_ClientCore, _LossOps, _OptimizerOps, _CheckpointOps, _PublicOps):
+    "PyTRIO 0.2.9 `TrainingClient` surface over an in-process peft LoRA (the methods live in the classes above, one job each)."
