@@ -382,6 +382,12 @@ def sampling_snapshot(peft_model):
     with torch.no_grad(): clone = copy.deepcopy(peft_model, memo=shared)
     return clone.get_base_model().eval().requires_grad_(False)
 
+def _async_twin(name: str):
+    "An `async` method returning the future of the sync method `name` (await it again for the result)."
+    async def method(self, *args, **kwargs): return getattr(self, name)(*args, **kwargs)
+    method.__name__, method.__doc__ = f"{name}_async", f"`{name}`, awaited once: the future (await it again)."
+    return method
+
 class _PublicOps:
     "The queued public operations (each returns an `APIFuture`) and their `*_async` twins."
     def forward_backward(self, data: list[Datum], loss_fn: str = "cross_entropy", loss_fn_config: dict | None = None,
@@ -434,33 +440,13 @@ class _PublicOps:
 
     def __exit__(self, *exc) -> None: self.close()
 
-    async def forward_backward_async(self, *args, **kwargs):
-        "`forward_backward`, awaited once: the future (await it again for the result)."
-        return getattr(self, "forward_backward")(*args, **kwargs)
-
-    async def forward_async(self, *args, **kwargs):
-        "`forward`, awaited once: the future (await it again for the result)."
-        return getattr(self, "forward")(*args, **kwargs)
-
-    async def optim_step_async(self, *args, **kwargs):
-        "`optim_step`, awaited once: the future (await it again for the result)."
-        return getattr(self, "optim_step")(*args, **kwargs)
-
-    async def save_state_async(self, *args, **kwargs):
-        "`save_state`, awaited once: the future (await it again for the result)."
-        return getattr(self, "save_state")(*args, **kwargs)
-
-    async def save_weights_for_sampler_async(self, *args, **kwargs):
-        "`save_weights_for_sampler`, awaited once: the future (await it again for the result)."
-        return getattr(self, "save_weights_for_sampler")(*args, **kwargs)
-
-    async def load_state_async(self, *args, **kwargs):
-        "`load_state`, awaited once: the future (await it again for the result)."
-        return getattr(self, "load_state")(*args, **kwargs)
-
-    async def load_state_with_optimizer_async(self, *args, **kwargs):
-        "`load_state_with_optimizer`, awaited once: the future (await it again for the result)."
-        return getattr(self, "load_state_with_optimizer")(*args, **kwargs)
+    forward_backward_async = _async_twin("forward_backward")
+    forward_async = _async_twin("forward")
+    optim_step_async = _async_twin("optim_step")
+    save_state_async = _async_twin("save_state")
+    save_weights_for_sampler_async = _async_twin("save_weights_for_sampler")
+    load_state_async = _async_twin("load_state")
+    load_state_with_optimizer_async = _async_twin("load_state_with_optimizer")
 
     async def save_weights_and_get_sampling_client_async(self):
         "`save_weights_and_get_sampling_client`, awaited."

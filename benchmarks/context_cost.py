@@ -18,21 +18,11 @@ Without --data-root, train games with ALFWorld-sized rooms (15-40 receptacles) a
 user cache (slow the first time: a few minutes). Random admissible play rarely wins, so most episodes run
 all `--steps` turns; the searching expert wins early and shows the cost of short episodes.
 """
-import argparse, time
+import argparse, sys, time
+from pathlib import Path
 
-from alfworld_rl.core import user_cache_dir
-from alfworld_rl.data import discover_games
-
-
-def bench_games(data_root, n):
-    "n train games: from --data-root, or generated once (ALFWorld-sized rooms) into the user cache."
-    if data_root is None:
-        from alfworld_rl.generate import generate_dataset
-        data_root = user_cache_dir() / f"bench_context_games-{n}"
-        if not (data_root / "json_2.1.1").is_dir() or len(discover_games(data_root, "train")) < n:
-            print(f"generating {n} games with ALFWorld-sized rooms into {data_root} ...", flush=True)
-            generate_dataset(data_root, train=n, seed=11, progress=True)
-    return discover_games(data_root, "train")[:n]
+sys.path.insert(0, str(Path(__file__).parent))
+from env_throughput import bench_games      # one helper for the cached benchmark games (own cache name and seed here)
 
 
 def play(games, tokenizer, context, args):
@@ -65,7 +55,7 @@ def main():
     from alfworld_rl.local_sampler import load_tokenizer
     from alfworld_rl.tiny_model import tiny_qwen3_path
     tokenizer = load_tokenizer(str(tiny_qwen3_path()))
-    games = bench_games(args.data_root, args.games)
+    games = bench_games(args.data_root, args.games, cache="bench_context_games", seed=11)
     rows = {}
     for context in ("full", "window"):
         batch, datums, seconds = play(games, tokenizer, context, args)

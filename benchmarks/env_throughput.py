@@ -54,14 +54,14 @@ class TreeMemory:
     def __exit__(self, *exc): self._stop.set(); self._thread.join(); self.peak = max(self.peak, self.sample())
 
 
-def bench_games(data_root, n):
-    "n train games: from --data-root, or generated once (ALFWorld-sized rooms) into the user cache."
+def bench_games(data_root, n, cache: str = "bench_env_games", seed: int = 0):
+    "n train games: from --data-root, or generated once (ALFWorld-sized rooms, generator `seed`) into the user cache."
     if data_root is None:
         from alfworld_rl.generate import generate_dataset
-        data_root = user_cache_dir() / f"bench_env_games-{n}"
+        data_root = user_cache_dir() / f"{cache}-{n}"
         if not (data_root / "json_2.1.1").is_dir() or len(discover_games(data_root, "train")) < n:
-            print(f"generating {n} games into {data_root} ...", flush=True)
-            generate_dataset(data_root, train=n, seed=0, progress=True)
+            print(f"generating {n} games with ALFWorld-sized rooms into {data_root} ...", flush=True)
+            generate_dataset(data_root, train=n, seed=seed, progress=True)
     games = discover_games(data_root, "train")
     if len(games) < n: raise SystemExit(f"need {n} train games in {data_root}, found {len(games)}")
     return games[:n]
