@@ -24,7 +24,7 @@ class MiniSettings:
     seeds: tuple = (0, 1, 2)
     # games (generated once, shared by every seed)
     train_games: int = 120
-    valid_games: int = 30                  # per validation split
+    valid_games: int = 60                  # per validation split
     data_seed: int = 0
     min_receptacles: int = 4
     max_receptacles: int = 5
@@ -43,20 +43,20 @@ class MiniSettings:
     # SFT on searching-expert demonstrations
     demos_per_game: int = 4
     max_detours: int = 2
-    sft_steps: int = 30
+    sft_steps: int = 120
     sft_games_per_batch: int = 4
-    sft_learning_rate: float = 1e-3
+    sft_learning_rate: float = 3e-3
     # PPO
     ppo_steps: int = 10
     ppo_games_per_batch: int = 4
     group_size: int = 8
-    ppo_learning_rate: float = 5e-4
+    ppo_learning_rate: float = 1e-4
     temperature: float = 1.0
     advantage: str = "gigpo"
     advantage_norm: str = "mean"
     gamma: float = 0.95
     # evaluation
-    eval_temperature: float = 0.01
+    eval_temperature: float = 1.0          # the rollout temperature: the policy PPO optimises
     eval_games_per_batch: int = 30
     engine: str = "fast"                 # env engine of SFT, PPO and evaluation: fast (exact, in-process) | textworld
 
