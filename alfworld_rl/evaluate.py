@@ -259,11 +259,8 @@ def report_env_errors(records: list[dict], out) -> None:
 def rollout_config(c: EvalConfig):
     "The rollout engine's settings for an evaluation: one branch per game."
     from alfworld_rl.rollout import RolloutConfig
-    return RolloutConfig(group_size=1, max_episode_steps=c.max_episode_steps,
-                         max_trajectory_tokens=c.max_trajectory_tokens, max_assistant_tokens=c.max_assistant_tokens,
-                         temperature=c.temperature, top_p=c.top_p, seed=c.seed,
-                         include_admissible_actions=c.include_admissible_actions, context=c.context,
-                         history_length=c.history_length, engine=c.engine)
+    from alfworld_rl.settings import project
+    return project(RolloutConfig, c, group_size=1)
 
 async def evaluate_games(sampling_client, tokenizer, games: list, c: EvalConfig, progress=None) -> list[dict]:
     "Play each game once, at most `concurrency` at a time; append each record to the output as it ends."

@@ -12,8 +12,8 @@ from .core import UserError
 # %% auto #0
 __all__ = ['SWANLAB_MODES', 'ENGINES', 'NAME_RE', 'MODEL', 'DATA', 'SCHEDULE', 'ROLLOUT', 'OPTIMIZER', 'LOGGING', 'RUN_DIR',
            'Rule', 'integer', 'number', 'one_of', 'matches', 'Setting', 'flag', 'bad', 'check_value', 'pick',
-           'configuration', 'settings_of', 'check_settings', 'check_some', 'check_turn_budget', 'add_arguments',
-           'given', 'config_from_flags', 'to_parameters', 'from_parameters']
+           'configuration', 'settings_of', 'project', 'check_settings', 'check_some', 'check_turn_budget',
+           'add_arguments', 'given', 'config_from_flags', 'to_parameters', 'from_parameters']
 
 # %% ../nbs/38_settings.ipynb #8a0850b0
 def _is_int(v) -> bool:
@@ -184,6 +184,11 @@ def configuration(*groups: dict, **changes) -> Callable[[type], type]:
 def settings_of(cls_or_config) -> dict[str, Setting]:
     "The settings of a configuration class (or instance), by field name, in field order."
     return {f.name: f.metadata["setting"] for f in fields(cls_or_config) if "setting" in f.metadata}
+
+def project(cls: type, source, **changes):
+    "The `cls` that takes every setting it shares with `source` from it, then `changes` (no copying field by field)."
+    shared = {name: getattr(source, name) for name in settings_of(cls) if hasattr(source, name)}
+    return cls(**{**shared, **changes})
 
 # %% ../nbs/38_settings.ipynb #34ac54fb
 def check_settings(c):

@@ -62,11 +62,9 @@ def validate_sft_config(c: SFTConfig) -> SFTConfig:
 def expert_rollout_config(c: SFTConfig):
     "Rollout settings that replay walkthroughs under the prompts PPO and eval will use."
     from alfworld_rl.rollout import RolloutConfig
-    return RolloutConfig(group_size=c.demos_per_game, max_episode_steps=c.max_episode_steps,
-                         max_trajectory_tokens=c.max_trajectory_tokens,
-                         max_assistant_tokens=min(256, c.max_trajectory_tokens - 1), temperature=0.0, seed=c.seed,
-                         include_admissible_actions=c.include_admissible_actions, context=c.context,
-                         history_length=c.history_length, engine=c.engine)
+    from alfworld_rl.settings import project
+    return project(RolloutConfig, c, group_size=c.demos_per_game, max_assistant_tokens=min(256, c.max_trajectory_tokens - 1),
+                   temperature=0.0)
 
 def expert_trajectories(games: list, tokenizer, c: SFTConfig, progress: bool = True) -> list:
     "The won expert demonstrations of `games` (`demos_per_game` each, in game order), replayed through the real protocol and engine."
