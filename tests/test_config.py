@@ -206,3 +206,12 @@ def test_rollout_config_uses_the_same_rules():
     with pytest.raises(UserError, match=r"--top-p must be in \(0, 1\] \(got 0\)"): RolloutConfig(top_p=0).validate()
     with pytest.raises(UserError, match=r"--max-assistant-tokens must be < --max-trajectory-tokens \(400\) \(got 500\)"):
         RolloutConfig(max_assistant_tokens=500, max_trajectory_tokens=400).validate()
+
+
+@pytest.mark.parametrize("command", ["train", "sft"])
+def test_report_template_declares_exactly_the_settings(command):
+    "The report's parameters cell declares one parameter per setting (and `resume`): none missing, none stale."
+    import papermill as pm
+    from alfworld_rl.train import report_template
+    declared = set(pm.inspect_notebook(str(report_template(command))))
+    assert declared == set(settings_of(config_class(command))) | {"resume"}
