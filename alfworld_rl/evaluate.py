@@ -5,56 +5,56 @@
 # %% ../nbs/50_evaluate.ipynb #4ebb698a
 from __future__ import annotations
 import asyncio, json, os, sys
-from dataclasses import dataclass, asdict, fields
+from dataclasses import dataclass, asdict, fields, InitVar
 from pathlib import Path
 from types import SimpleNamespace
 
 from .core import UserError, append_jsonl, read_jsonl, rewrite_jsonl, truncate_partial_line
+from .settings import (Setting, configuration, pick, integer, one_of, bad, check_settings, check_turn_budget,
+                                  add_arguments, config_from_flags, MODEL, DATA, ROLLOUT, LOGGING, RUN_DIR)
 
 # %% auto #0
-__all__ = ['SPLITS', 'SPLIT_CHOICES', 'RESULT_SETTINGS', 'EVAL_METRICS', 'EvalConfig', 'validate_eval_config', 'result_settings',
-           'prepare_output', 'finished_game_ids', 'trajectory_record', 'split_metrics', 'summarize_records',
-           'print_metrics', 'summary_record', 'stop_reason_counts', 'invalid_action_breakdown', 'steps_to_success',
-           'render_transcript', 'select_games', 'with_broken_games', 'report_env_errors', 'rollout_config',
-           'evaluate_games', 'make_sampling_client', 'evaluate', 'log_to_swanlab', 'report_template', 'execute_report',
-           'cli_eval_parser', 'config_from_args', 'cli_eval']
+__all__ = ['SPLITS', 'SPLIT_CHOICES', 'EVALUATION', 'OUTPUT', 'SAMPLING', 'RESULT_SETTINGS', 'EVAL_METRICS', 'EvalConfig',
+           'validate_eval_config', 'result_settings', 'prepare_output', 'finished_game_ids', 'trajectory_record',
+           'split_metrics', 'summarize_records', 'print_metrics', 'summary_record', 'stop_reason_counts',
+           'invalid_action_breakdown', 'steps_to_success', 'render_transcript', 'select_games', 'with_broken_games',
+           'report_env_errors', 'rollout_config', 'evaluate_games', 'make_sampling_client', 'evaluate',
+           'log_to_swanlab', 'report_template', 'execute_report', 'cli_eval_parser', 'config_from_args', 'cli_eval']
 
 # %% ../nbs/50_evaluate.ipynb #cb872a4b
 SPLITS = ("valid_seen", "valid_unseen")
 SPLIT_CHOICES = SPLITS + ("all",)
-from .backends import BACKENDS, check_device_flags
-from .train_config import SWANLAB_MODES
 
-@dataclass
+EVALUATION = {
+    "model_path": Setting(str, None, "sampler weights of a checkpoint (the `Saved sampler weights:` path); default: the "
+                          "base model itself", optional=True),
+    "split": Setting(str, "all", "validation split(s) to play", one_of(SPLIT_CHOICES)),
+    "concurrency": Setting(int, 16, "games in flight at once; `eval` also accepts it as --games-per-batch, the name of "
+                           "the reference commands (in train and sft --games-per-batch is games per update)",
+                           integer(1), aliases=("--games-per-batch",)),
+    "limit_per_split": Setting(int, None, "evaluate only the first N games of each split", integer(1), optional=True),
+}
+OUTPUT = {
+    "output": Setting(str, None, "JSONL file to write (default: eval_results/<model>-eval.jsonl)", optional=True),
+    "overwrite_output": Setting(bool, False, "replace an existing output file"),
+    "resume": Setting(bool, False, "continue an interrupted output file, skipping finished games"),
+    "run_name": RUN_DIR["run_name"].but(default=None, optional=True, help="name of the report's run directory under "
+                                        "--runs-dir (default: the output file's stem)"),
+    "runs_dir": Setting(str, "runs", "directory that holds the report's run directory"),
+    "report": Setting(bool, True, "execute the report notebook into <runs dir>/<run name>/eval.ipynb"),
+}
+SAMPLING = pick(ROLLOUT, "temperature", "top_p", "seed", "max_episode_steps", "max_trajectory_tokens",
+                "max_assistant_tokens", "include_admissible_actions", "context", "history_length", "engine")
+
+@configuration(MODEL, EVALUATION, SAMPLING, pick(DATA, "data_root"), LOGGING, OUTPUT,
+               temperature=dict(default=0.01), seed=dict(default=42, help="sampling seed"),
+               swanlab_mode=dict(default="disabled"))
 class EvalConfig:
     "Every setting of an evaluation; the defaults are the reference protocol."
-    base_model: str = "Qwen/Qwen3.5-4B"
-    model_path: str | None = None
-    split: str = "all"
-    games_per_batch: int = 16
-    temperature: float = 0.01
-    top_p: float = 1.0
-    seed: int = 42
-    max_episode_steps: int = 50
-    max_trajectory_tokens: int = 12000
-    max_assistant_tokens: int = 2048
-    include_admissible_actions: bool = True
-    limit_per_split: int | None = None
-    data_root: str | None = None
-    backend: str = "local"
-    device: str = "auto"
-    dtype: str = "auto"
-    output: str | None = None
-    overwrite_output: bool = False
-    resume: bool = False
-    run_name: str | None = None
-    runs_dir: str = "runs"
-    swanlab_mode: str = "disabled"
-    swanlab_project: str = "alfworld-rl"
-    report: bool = True
-    context: str = "full"
-    history_length: int = 2
-    engine: str = "textworld"
+    games_per_batch: InitVar[int | None] = None     # the old name of `concurrency`, still accepted by the constructor
+
+    def __post_init__(self, games_per_batch: int | None):
+        if games_per_batch is not None: self.concurrency = games_per_batch
 
     def output_path(self) -> Path:
         "The JSONL file: `--output`, else `eval_results/<model name>-eval.jsonl`."
@@ -76,40 +76,14 @@ RESULT_SETTINGS = ("base_model", "model_path", "temperature", "top_p", "seed", "
                    "history_length")
 
 # %% ../nbs/50_evaluate.ipynb #edce2a44
-def _bad(flag: str, rule: str, value) -> UserError:
-    "A status-2 error naming `flag`, its allowed range and the value given."
-    return UserError(f"--{flag} must be {rule} (got {value!r})", status=2)
-
 def validate_eval_config(c: EvalConfig) -> EvalConfig:
     "Check every setting of `c`; raise `UserError(status=2)` naming the first bad flag."
-    if c.split not in SPLIT_CHOICES: raise _bad("split", f"one of {', '.join(SPLIT_CHOICES)}", c.split)
-    import math
-    for name in ("temperature", "top_p"):      # inf / nan are not valid JSON in the records
-        v = getattr(c, name)
-        if isinstance(v, float) and not math.isfinite(v): raise _bad(name.replace("_", "-"), "a finite number", v)
-    if c.backend not in BACKENDS: raise _bad("backend", f"one of {', '.join(BACKENDS)}", c.backend)
-    if c.engine not in ("textworld", "fast"): raise _bad("engine", "one of textworld, fast", c.engine)
-    check_device_flags(c.device, c.dtype)
-    if c.swanlab_mode not in SWANLAB_MODES: raise _bad("swanlab-mode", f"one of {', '.join(SWANLAB_MODES)}", c.swanlab_mode)
-    for name in ("games_per_batch", "max_episode_steps", "max_trajectory_tokens", "max_assistant_tokens"):
-        v = getattr(c, name)
-        if not isinstance(v, int) or v < 1: raise _bad(name.replace("_", "-"), "an integer >= 1", v)
-    if c.limit_per_split is not None and (not isinstance(c.limit_per_split, int) or c.limit_per_split < 1):
-        raise _bad("limit-per-split", "an integer >= 1", c.limit_per_split)
-    if c.max_assistant_tokens >= c.max_trajectory_tokens:
-        raise _bad("max-assistant-tokens", f"< --max-trajectory-tokens ({c.max_trajectory_tokens})", c.max_assistant_tokens)
-    if not c.temperature >= 0: raise _bad("temperature", ">= 0", c.temperature)
-    if not 0 < c.top_p <= 1: raise _bad("top-p", "in (0, 1]", c.top_p)
-    if not isinstance(c.seed, int) or c.seed < 0: raise _bad("seed", "an integer >= 0", c.seed)
+    check_settings(c)
+    check_turn_budget(c)
     if c.overwrite_output and c.resume:
         raise UserError("--overwrite-output and --resume exclude each other: replace the file or continue it", status=2)
-    if not c.base_model: raise _bad("base-model", "a model name", c.base_model)
     out = c.output_path()
-    if out.is_dir(): raise _bad("output", "a file path, not a directory", str(out))
-    if c.run_name is not None and (not c.run_name or "/" in c.run_name or c.run_name in (".", "..")):
-        raise _bad("run-name", "a non-empty name without '/'", c.run_name)
-    from alfworld_rl.train_config import check_method_flags
-    check_method_flags(c)
+    if out.is_dir(): raise bad("output", "a file path, not a directory", str(out))
     return c
 
 # %% ../nbs/50_evaluate.ipynb #fb705ce5
@@ -285,17 +259,14 @@ def report_env_errors(records: list[dict], out) -> None:
 def rollout_config(c: EvalConfig):
     "The rollout engine's settings for an evaluation: one branch per game."
     from alfworld_rl.rollout import RolloutConfig
-    return RolloutConfig(group_size=1, max_episode_steps=c.max_episode_steps,
-                         max_trajectory_tokens=c.max_trajectory_tokens, max_assistant_tokens=c.max_assistant_tokens,
-                         temperature=c.temperature, top_p=c.top_p, seed=c.seed,
-                         include_admissible_actions=c.include_admissible_actions, context=c.context,
-                         history_length=c.history_length, engine=c.engine)
+    from alfworld_rl.settings import project
+    return project(RolloutConfig, c, group_size=1)
 
 async def evaluate_games(sampling_client, tokenizer, games: list, c: EvalConfig, progress=None) -> list[dict]:
-    "Play each game once, at most `games_per_batch` at a time; append each record to the output as it ends."
+    "Play each game once, at most `concurrency` at a time; append each record to the output as it ends."
     from alfworld_rl.rollout import rollout_games
     rc, out = rollout_config(c), c.output_path()
-    slots = asyncio.Semaphore(c.games_per_batch)
+    slots = asyncio.Semaphore(c.concurrency)
 
     async def one(game):
         async with slots:
@@ -393,43 +364,12 @@ def execute_report(name: str, output: str | os.PathLike, parameters: dict) -> Pa
 
 # %% ../nbs/50_evaluate.ipynb #2393a2cb
 def cli_eval_parser(parser) -> None:
-    "Add the `eval` flags to `parser`."
-    d = EvalConfig()
-    a = parser.add_argument
-    a("--base-model", default=d.base_model, help="base model: a hub id, a local directory, or tiny-qwen3 (offline)")
-    a("--model-path", default=None, help="sampler weights of a checkpoint (the `Saved sampler weights:` path); "
-                                         "default: the base model itself")
-    a("--split", default=d.split, help="valid_seen, valid_unseen or all (default all)")
-    a("--games-per-batch", type=int, default=d.games_per_batch, help="games in flight at once")
-    a("--temperature", type=float, default=d.temperature, help="sampling temperature (default 0.01)")
-    a("--top-p", type=float, default=d.top_p, help="nucleus sampling threshold in (0, 1]")
-    a("--seed", type=int, default=d.seed, help="sampling seed (default 42)")
-    a("--output", default=None, help="JSONL file to write (default eval_results/<model>-eval.jsonl)")
-    a("--overwrite-output", action="store_true", help="replace an existing output file")
-    a("--resume", action="store_true", help="continue an interrupted output file, skipping finished games")
-    a("--swanlab-mode", default=d.swanlab_mode, help="online, local, offline or disabled (default disabled)")
-    a("--swanlab-project", default=d.swanlab_project, help="SwanLab project name")
-    a("--backend", default=d.backend, help="local (embedded torch) or trio (hosted PyTRIO service)")
-    a("--device", default=d.device, help="local backend device: auto (CUDA if present, else CPU), cpu, cuda or cuda:N")
-    a("--dtype", default=d.dtype, help="local backend dtype: auto (bfloat16 on CUDA, float32 on CPU), float32, bfloat16, float16")
-    a("--data-root", default=None, help="ALFWorld data root (default $ALFWORLD_DATA or datasets/alfworld)")
-    a("--limit-per-split", type=int, default=None, help="evaluate only the first N games of each split")
-    a("--max-episode-steps", type=int, default=d.max_episode_steps, help="turns per game, malformed tool calls included (default 50)")
-    a("--max-trajectory-tokens", type=int, default=d.max_trajectory_tokens, help="token budget of a trajectory")
-    a("--max-assistant-tokens", type=int, default=d.max_assistant_tokens, help="token budget of one assistant turn")
-    a("--include-admissible-actions", action=__import__("argparse").BooleanOptionalAction,
-      default=d.include_admissible_actions, help="list the admissible actions in every observation")
-    a("--run-name", default=None, help="run directory name for the report (default: the output file's stem)")
-    a("--runs-dir", default=d.runs_dir, help="where run directories live (default runs)")
-    a("--no-report", dest="report", action="store_false", help="do not execute the report notebook")
-    a("--context", default=d.context, help="prompt context: full (the whole conversation) or window (each turn rebuilt "
-                                           "from the task, the last --history-length steps and the observation)")
-    a("--history-length", type=int, default=d.history_length, help="--context window: earlier steps shown (default 2)")
-    a("--engine", default=d.engine, help="environment engine: textworld (reference) or fast (exact, in-process)")
+    "Add the `eval` flags to `parser`: one per `EvalConfig` setting."
+    add_arguments(parser, EvalConfig)
 
 def config_from_args(args) -> EvalConfig:
     "An `EvalConfig` from parsed `eval` arguments."
-    return EvalConfig(**{f.name: getattr(args, f.name) for f in fields(EvalConfig) if hasattr(args, f.name)})
+    return config_from_flags(EvalConfig, args)
 
 def cli_eval(args) -> int:
     "Run `alfworld-rl eval`."

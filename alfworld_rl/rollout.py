@@ -13,43 +13,19 @@ __all__ = ['CONTEXTS', 'STOP_REASONS', 'INVALID_PENALTY', 'ROLLOUT_CONTEXT', 'Ro
            'run_rollout']
 
 # %% ../nbs/11_rollout.ipynb #b62942a6
-@dataclass
+from .settings import ROLLOUT, configuration, check_settings, check_turn_budget
+
+@configuration(ROLLOUT)
 class RolloutConfig:
-    "Settings of a rollout (names follow the `train`/`eval` flags)."
-    group_size: int = 8
-    max_episode_steps: int = 50
-    max_trajectory_tokens: int = 12000
-    max_assistant_tokens: int = 2048
-    temperature: float = 1.0
-    top_p: float = 1.0
-    seed: int = 0
-    include_admissible_actions: bool = True
-    max_requests_in_flight: int = 64
-    context: str = "full"          # "full": one growing conversation; "window": each turn's prompt rebuilt
-    history_length: int = 2        # window context: (observation, action) pairs shown
-    engine: str = "textworld"               # env engine: textworld | fast (see alfworld_rl.env)
+    "Settings of a rollout: the `ROLLOUT` group of `alfworld_rl.settings`, which `train`, `sft` and `eval` share."
 
     def validate(self) -> "RolloutConfig":
         "Raise `UserError(status=2)` naming the flag when a value is out of range."
-        def bad(flag, rule, value): return UserError(f"--{flag} must be {rule}, got {value!r}", status=2)
-        for name in ("group_size", "max_episode_steps", "max_trajectory_tokens", "max_assistant_tokens",
-                     "max_requests_in_flight"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1: raise bad(name.replace("_", "-"), "an integer >= 1", v)
-        if self.max_assistant_tokens >= self.max_trajectory_tokens:
-            raise bad("max-assistant-tokens", f"smaller than --max-trajectory-tokens ({self.max_trajectory_tokens})",
-                      self.max_assistant_tokens)
-        if not (isinstance(self.temperature, (int, float)) and self.temperature >= 0):
-            raise bad("temperature", ">= 0", self.temperature)
-        if not (isinstance(self.top_p, (int, float)) and 0 < self.top_p <= 1): raise bad("top-p", "in (0, 1]", self.top_p)
-        if not isinstance(self.seed, int) or isinstance(self.seed, bool): raise bad("seed", "an integer", self.seed)
-        if self.context not in CONTEXTS: raise bad("context", "one of " + ", ".join(CONTEXTS), self.context)
-        if not isinstance(self.history_length, int) or isinstance(self.history_length, bool) or self.history_length < 0:
-            raise bad("history-length", "an integer >= 0", self.history_length)
-        if self.engine not in ("textworld", "fast"): raise bad("engine", "textworld or fast", self.engine)
+        check_settings(self)
+        check_turn_budget(self)
         return self
 
-CONTEXTS = ("full", "window")
+CONTEXTS = ("full", "window")   # "full": one growing conversation; "window": each turn's prompt rebuilt
 
 # %% ../nbs/11_rollout.ipynb #56dfc1d0
 def sample_seed(seed: int, game_id: str, branch: int, turn: int) -> int:

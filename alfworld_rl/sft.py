@@ -11,46 +11,40 @@ from types import SimpleNamespace
 
 from .core import UserError, append_jsonl, read_jsonl, seed_everything
 from .output import tell
+from .settings import (Setting, configuration, pick, integer, flag, check_settings, add_arguments, given,
+                                  MODEL, DATA, SCHEDULE, ROLLOUT, OPTIMIZER, LOGGING, RUN_DIR)
 
 # %% auto #0
-__all__ = ['SFT_HELP', 'CHOICES', 'POSITIVE_INTS', 'RESUME_MAY_CHANGE', 'SFTConfig', 'flag_of', 'validate_sft_config',
-           'expert_rollout_config', 'expert_trajectories', 'sft_datum', 'sft_datums', 'sft_token_counts', 'SFTRun',
-           'sft', 'add_sft_arguments', 'resolve_sft_config', 'run_sft_report', 'cli_sft_parser', 'cli_sft']
+__all__ = ['DEMONSTRATIONS', 'PROMPTS', 'RESUME_MAY_CHANGE', 'SFTConfig', 'validate_sft_config', 'expert_rollout_config',
+           'expert_trajectories', 'sft_datum', 'sft_datums', 'sft_token_counts', 'SFTRun', 'sft', 'add_sft_arguments',
+           'resolve_sft_config', 'run_sft_report', 'cli_sft_parser', 'cli_sft']
 
 # %% ../nbs/41_sft.ipynb #c1553d23
-@dataclass
+DEMONSTRATIONS = {
+    "demos_per_game": Setting(int, 1, "demonstrations per training game (they differ only when --max-detours > 0)", integer(1)),
+    "max_detours": Setting(int, 0, "receptacles a demonstration may search before the walkthrough (0: the bare walkthrough)",
+                           integer(0)),
+}
+PROMPTS = pick(ROLLOUT, "seed", "max_episode_steps", "max_trajectory_tokens", "include_admissible_actions", "context",
+               "history_length", "engine")
+
+@configuration(MODEL, DATA, SCHEDULE, OPTIMIZER, LOGGING, RUN_DIR, PROMPTS, DEMONSTRATIONS,
+               base_model=dict(help="model to fine-tune: a hub id, a local directory, mini-base (shipped) or tiny-qwen3 (built offline)"),
+               train_split=dict(help="split the demonstrations come from"),
+               max_steps=dict(default=20, help="number of optimizer steps"),
+               games_per_batch=dict(help="training games per step (each brings all its demonstrations)"),
+               save_every=dict(default=10, help="save state and sampler weights every N steps (0: only at the end)"),
+               learning_rate=dict(default=1e-4),
+               swanlab_mode=dict(default="disabled"),
+               run_name=dict(default="alfworld-agent-sft"),
+               seed=dict(help="seed of the game order"),
+               max_episode_steps=dict(help="step limit shown in the prompts (use the value PPO and eval will use)"),
+               max_trajectory_tokens=dict(help="longest demonstration kept, in tokens"),
+               context=dict(help="prompt context the demonstrations are written in: full (one conversation) or window "
+                                 "(each turn's prompt rebuilt from the task and the last --history-length steps); use "
+                                 "what PPO and eval will use"))
 class SFTConfig:
     "Every setting of a behaviour-cloning run."
-    base_model: str = "Qwen/Qwen3.5-4B"
-    backend: str = "local"
-    device: str = "auto"
-    dtype: str = "auto"
-    data_root: str | None = None
-    train_split: str = "train"
-    max_train_games: int | None = None
-    max_steps: int = 20
-    games_per_batch: int = 8
-    learning_rate: float = 1e-4
-    lora_rank: int = 32
-    save_every: int = 10
-    run_name: str = "alfworld-agent-sft"
-    output_dir: str = "runs"
-    seed: int = 0
-    swanlab_mode: str = "disabled"
-    swanlab_project: str = "alfworld-rl"
-    max_episode_steps: int = 50
-    max_trajectory_tokens: int = 12000
-    include_admissible_actions: bool = True
-    demos_per_game: int = 1
-    max_detours: int = 0
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.95
-    adam_eps: float = 1e-12
-    weight_decay: float = 0.0
-    grad_clip: float = 1.0
-    context: str = "full"
-    history_length: int = 2
-    engine: str = "textworld"
 
     @property
     def run_dir(self) -> Path:
@@ -58,90 +52,19 @@ class SFTConfig:
         return Path(self.output_dir) / self.run_name
 
 # %% ../nbs/41_sft.ipynb #c232309e
-SFT_HELP = {
-    "base_model": "model to fine-tune: a hub id, a local directory, or tiny-qwen3 (built offline)",
-    "backend": "local (torch, embedded) or trio (the hosted PyTRIO service)",
-    "device": "local backend device: auto (CUDA if present, else CPU), cpu, cuda or cuda:N",
-    "dtype": "local backend dtype: auto (bfloat16 on CUDA, float32 on CPU), float32, bfloat16 or float16",
-    "data_root": "ALFWorld data root (default: $ALFWORLD_DATA or datasets/alfworld)",
-    "train_split": "split the demonstrations come from",
-    "max_train_games": "use at most this many training games (a seeded choice)",
-    "max_steps": "number of optimizer steps",
-    "games_per_batch": "training games per step (each brings all its demonstrations)",
-    "learning_rate": "Adam learning rate",
-    "lora_rank": "LoRA rank, 4-64",
-    "save_every": "save state and sampler weights every N steps (0: only at the end)",
-    "run_name": "name of the run directory under --output-dir",
-    "output_dir": "directory that holds run directories",
-    "seed": "seed of the game order",
-    "swanlab_mode": "SwanLab logging: online, local, offline or disabled",
-    "swanlab_project": "SwanLab project name",
-    "max_episode_steps": "step limit shown in the prompts (use the value PPO and eval will use)",
-    "max_trajectory_tokens": "longest demonstration kept, in tokens",
-    "include_admissible_actions": "list the admissible actions in every observation",
-    "demos_per_game": "demonstrations per training game (they differ only when --max-detours > 0)",
-    "max_detours": "receptacles a demonstration may search before the walkthrough (0: the bare walkthrough)",
-    "adam_beta1": "Adam beta1", "adam_beta2": "Adam beta2", "adam_eps": "Adam epsilon",
-    "weight_decay": "AdamW weight decay", "grad_clip": "gradient-norm clipping (0: off)",
-    "context": "prompt context the demonstrations are written in: full (one conversation) or window (each turn's "
-               "prompt rebuilt from the task and the last --history-length steps); use what PPO and eval will use",
-    "history_length": "--context window: earlier (observation, action) pairs shown",
-    "engine": "environment engine: textworld (reference) or fast (exact, in-process)",
-}
-from .backends import BACKENDS, DTYPE_CHOICES, check_device_flags
-from .train_config import SWANLAB_MODES
-CHOICES = {"backend": BACKENDS, "swanlab_mode": SWANLAB_MODES, "dtype": DTYPE_CHOICES, "engine": ("textworld", "fast")}
-POSITIVE_INTS = ("max_steps", "games_per_batch", "max_episode_steps", "max_trajectory_tokens", "demos_per_game")
 RESUME_MAY_CHANGE = ("max_steps", "save_every", "device", "dtype", "swanlab_mode", "swanlab_project", "output_dir")
-
-def flag_of(name: str) -> str:
-    "The command-line flag of setting `name`."
-    return "--" + name.replace("_", "-")
 
 def validate_sft_config(c: SFTConfig) -> SFTConfig:
     "Check `c`; raise `UserError(status=2)` naming the first bad flag and its allowed range."
-    def bad(name, rule):
-        return UserError(f"{flag_of(name)} must be {rule} (got {getattr(c, name)!r})", status=2)
-    for name, options in CHOICES.items():
-        if getattr(c, name) not in options: raise bad(name, "one of " + ", ".join(options))
-    import math
-    for f in fields(c):                        # inf / nan pass the range checks below and are not valid JSON
-        if isinstance(getattr(c, f.name), float) and not math.isfinite(getattr(c, f.name)): raise bad(f.name, "a finite number")
-    check_device_flags(c.device, c.dtype)
-    for name in POSITIVE_INTS:
-        v = getattr(c, name)
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1: raise bad(name, "an integer >= 1")
-    if c.max_train_games is not None and (not isinstance(c.max_train_games, int) or c.max_train_games < 1):
-        raise bad("max_train_games", "an integer >= 1")
-    if not isinstance(c.save_every, int) or c.save_every < 0: raise bad("save_every", "an integer >= 0 (0 = only the final save)")
-    if not isinstance(c.seed, int) or c.seed < 0: raise bad("seed", "an integer >= 0")
-    if not isinstance(c.max_detours, int) or isinstance(c.max_detours, bool) or c.max_detours < 0:
-        raise bad("max_detours", "an integer >= 0")
-    if not isinstance(c.lora_rank, int) or not 4 <= c.lora_rank <= 64: raise bad("lora_rank", "an integer in [4, 64]")
-    if not c.learning_rate > 0: raise bad("learning_rate", "> 0")
-    for name in ("adam_beta1", "adam_beta2"):
-        if not 0 <= getattr(c, name) < 1: raise bad(name, "in [0, 1)")
-    if not c.adam_eps > 0: raise bad("adam_eps", "> 0")
-    if not c.weight_decay >= 0: raise bad("weight_decay", ">= 0")
-    if not c.grad_clip >= 0: raise bad("grad_clip", ">= 0 (0 = off)")
-    from alfworld_rl.train_config import NAME_RE
-    if not NAME_RE.match(c.run_name or "") or len(c.run_name) > 100:
-        raise bad("run_name", "1-100 letters, digits, '.', '_' or '-', starting with a letter or digit")
-    from alfworld_rl.data import SPLITS        # checked before anything is generated or loaded
-    if c.train_split not in SPLITS: raise bad("train_split", f"one of {', '.join(SPLITS)}")
-    from alfworld_rl.train_config import check_method_flags
-    check_method_flags(c)
-    return c
+    return check_settings(c)                   # every SFT rule is one setting's own
 
 # %% ../nbs/41_sft.ipynb #0e85fd66
 def expert_rollout_config(c: SFTConfig):
     "Rollout settings that replay walkthroughs under the prompts PPO and eval will use."
     from alfworld_rl.rollout import RolloutConfig
-    return RolloutConfig(group_size=c.demos_per_game, max_episode_steps=c.max_episode_steps,
-                         max_trajectory_tokens=c.max_trajectory_tokens,
-                         max_assistant_tokens=min(256, c.max_trajectory_tokens - 1), temperature=0.0, seed=c.seed,
-                         include_admissible_actions=c.include_admissible_actions, context=c.context,
-                         history_length=c.history_length, engine=c.engine)
+    from alfworld_rl.settings import project
+    return project(RolloutConfig, c, group_size=c.demos_per_game, max_assistant_tokens=min(256, c.max_trajectory_tokens - 1),
+                   temperature=0.0)
 
 def expert_trajectories(games: list, tokenizer, c: SFTConfig, progress: bool = True) -> list:
     "The won expert demonstrations of `games` (`demos_per_game` each, in game order), replayed through the real protocol and engine."
@@ -330,17 +253,8 @@ def sft(config: SFTConfig, resume: bool = False, service_client=None, progress: 
 
 # %% ../nbs/41_sft.ipynb #85c090ef
 def add_sft_arguments(parser):
-    "One flag per `SFTConfig` field (default `None`: the config's default), plus `--resume` and `--no-report`."
-    import argparse
-    defaults = SFTConfig()
-    for f in fields(SFTConfig):
-        default = getattr(defaults, f.name)
-        kw = dict(dest=f.name, default=None, help=f"{SFT_HELP[f.name]} (default: {default})")
-        if isinstance(default, bool): kw["action"] = argparse.BooleanOptionalAction
-        elif f.name in CHOICES: kw["choices"] = CHOICES[f.name]
-        elif "float" in str(f.type): kw["type"] = float
-        elif "int" in str(f.type): kw["type"] = int
-        parser.add_argument(flag_of(f.name), **kw)
+    "One flag per `SFTConfig` setting (default `None`: the config's default), plus `--resume` and `--no-report`."
+    add_arguments(parser, SFTConfig)
     parser.add_argument("--resume", action="store_true", help="continue the run directory from its last saved state")
     parser.add_argument("--no-report", action="store_true", help="run the loop directly instead of executing the report notebook")
     return parser
@@ -360,7 +274,7 @@ def resolve_sft_config(given: dict, resume: bool = False) -> SFTConfig:
     from alfworld_rl.core import read_json_object
     saved = SFTConfig(**{k: v for k, v in read_json_object(path).items() if k in known})
     merged = dataclasses.replace(saved, **given)
-    diffs = [f"{flag_of(k)} {getattr(merged, k)!r} (the run has {getattr(saved, k)!r})" for k in known
+    diffs = [f"{flag(k)} {getattr(merged, k)!r} (the run has {getattr(saved, k)!r})" for k in known
              if k not in RESUME_MAY_CHANGE and getattr(merged, k) != getattr(saved, k)]
     if diffs: raise UserError(f"--resume: {config.run_dir} was started with other settings: {'; '.join(sorted(diffs))}", status=2)
     return validate_sft_config(merged)
@@ -376,11 +290,11 @@ def cli_sft_parser(parser):
 
 def cli_sft(args) -> int:
     "Run `alfworld-rl sft`; returns the exit status."
-    given = {f.name: getattr(args, f.name) for f in fields(SFTConfig) if getattr(args, f.name, None) is not None}
+    given_ = given(args, SFTConfig)
     from alfworld_rl.run_lock import run_dir_lock
-    probe = SFTConfig(**{k: v for k, v in given.items() if k in ("run_name", "output_dir")})
+    probe = SFTConfig(**{k: v for k, v in given_.items() if k in ("run_name", "output_dir")})
     run_dir_lock(probe.run_dir).check()                    # another process on this run: say so before anything else
-    config = resolve_sft_config(given, resume=args.resume)
+    config = resolve_sft_config(given_, resume=args.resume)
     with run_dir_lock(config.run_dir):                     # held for the whole command (the report kernel inherits it)
         if args.no_report: sft(config, resume=args.resume)
         else:

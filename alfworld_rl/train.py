@@ -12,6 +12,7 @@ from pathlib import Path
 from .data import GameBatches
 from .core import UserError, append_jsonl, read_jsonl, resolve_data_root, rewrite_jsonl, seed_everything
 from .output import execute_notebook, tell
+from .settings import project, to_parameters
 from .train_config import (TrainConfig, add_train_arguments, given_settings, resolve_train_config,
                                       save_run_config, run_started, validate_config)
 
@@ -233,12 +234,7 @@ class Trainer:
         from alfworld_rl.rollout import RolloutConfig, run_rollout
         from alfworld_rl.ppo import assign_advantages
         c = self.config
-        rc = RolloutConfig(group_size=c.group_size, max_episode_steps=c.max_episode_steps,
-                           max_trajectory_tokens=c.max_trajectory_tokens, max_assistant_tokens=c.max_assistant_tokens,
-                           temperature=c.temperature, top_p=c.top_p, seed=step_seed(c.seed, self.current),
-                           include_admissible_actions=c.include_admissible_actions,
-                           max_requests_in_flight=c.max_requests_in_flight, context=c.context,
-                           history_length=c.history_length, engine=c.engine)
+        rc = project(RolloutConfig, c, seed=step_seed(c.seed, self.current))   # every rollout setting is a train setting
         total = len(games) * c.group_size
         def progress(done, *_):
             self._phase(f"rollout {done}/{total} trajectories")
@@ -425,7 +421,7 @@ def run_report(config, resume: bool = False, name: str = "train") -> Path:
     if not template.exists(): raise UserError(f"the report template {template} is missing; pass --no-report")
     out = config.run_dir / f"{name}.ipynb"
     config.run_dir.mkdir(parents=True, exist_ok=True)
-    params = {**asdict(config), "resume": resume}
+    params = {**to_parameters(config), "resume": resume}   # one per setting (settings.to_parameters)
     from alfworld_rl.core import STATUS_TAG_ENV, user_error_from_report
     os.environ[STATUS_TAG_ENV] = "1"               # the kernel inherits it: its UserErrors carry their exit status
     try:

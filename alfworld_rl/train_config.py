@@ -8,59 +8,51 @@ import argparse, dataclasses, json, math, os, re
 from dataclasses import dataclass, fields, asdict
 from pathlib import Path
 from .core import UserError
+from .settings import (Setting, configuration, pick, integer, number, one_of, flag, check_settings, check_some,
+                                  check_turn_budget, add_arguments, given, bad, MODEL, SCHEDULE, ROLLOUT, OPTIMIZER,
+                                  DATA, LOGGING, RUN_DIR, SWANLAB_MODES, NAME_RE)
 
 # %% auto #0
-__all__ = ['SWANLAB_MODES', 'TRIO_MAX_TRAJECTORIES', 'TRIO_MAX_TRAJECTORY_TOKENS', 'NAME_RE', 'RESUME_MAY_CHANGE', 'TrainConfig',
-           'check_method_flags', 'validate_config', 'add_train_arguments', 'given_settings', 'run_started',
-           'load_run_config', 'config_differences', 'save_run_config', 'resolve_train_config']
+__all__ = ['ADVANTAGE', 'PPO', 'PRICES', 'TRIO_MAX_TRAJECTORIES', 'TRIO_MAX_TRAJECTORY_TOKENS', 'RESUME_MAY_CHANGE',
+           'TrainConfig', 'check_method_flags', 'validate_config', 'add_train_arguments', 'given_settings',
+           'run_started', 'load_run_config', 'config_differences', 'save_run_config', 'resolve_train_config']
 
 # %% ../nbs/39_train_config.ipynb #801513c9
-@dataclass
+ADVANTAGE = {
+    "advantage": Setting(str, "grpo", "advantage estimator: grpo (trajectory reward minus the group mean) or gigpo (plus a "
+                         "step-level advantage from steps that share an observation within the group)",
+                         one_of("alfworld_rl.ppo:ADVANTAGES")),
+    "advantage_norm": Setting(str, "mean", "group normalisation: mean (subtract the mean) or mean_std (also divide by "
+                              "the std + 1e-6)", one_of("alfworld_rl.ppo:ADVANTAGE_NORMS")),
+    "gamma": Setting(float, 0.95, "--advantage gigpo: discount of the step returns, in [0, 1]",
+                     number("in [0, 1]", lambda v: 0 <= v <= 1)),
+    "step_advantage_weight": Setting(float, 1.0, "--advantage gigpo: weight w of the step advantage in "
+                                     "A = A_episode + w * A_step", number("a finite number >= 0", lambda v: v >= 0)),
+}
+PPO = {
+    "ppo_clip_low": Setting(float, 0.8, "lower bound of PPO's ratio clip",
+                            number("in (0, 1] (0 < low <= 1 <= high)", lambda v: 0 < v <= 1)),
+    "ppo_clip_high": Setting(float, 1.2, "upper bound of PPO's ratio clip", number(">= 1 (0 < low <= 1 <= high)", lambda v: v >= 1)),
+    "init_state": Setting(str, None, "start the LoRA from the weights of a saved state (e.g. an `alfworld-rl sft` "
+                          "Saved state: path); fresh optimizer", optional=True),
+    **ADVANTAGE,
+}
+_price = number(">= 0", lambda v: v >= 0)
+PRICES = {
+    "prefill_price_per_m": Setting(float, None, "price per million prefill tokens (for a cost estimate)", _price, optional=True),
+    "sample_price_per_m": Setting(float, None, "price per million sampled tokens (for a cost estimate)", _price, optional=True),
+    "train_price_per_m": Setting(float, None, "price per million trained tokens (for a cost estimate)", _price, optional=True),
+}
+
+@configuration(MODEL, SCHEDULE, ROLLOUT, OPTIMIZER, PPO, DATA, LOGGING, RUN_DIR, PRICES,
+               base_model=dict(help="model to train: a hub id, a local directory, mini-base (shipped) or tiny-qwen3 (built offline)"),
+               max_steps=dict(help="number of PPO updates"),
+               group_size=dict(help="branches (trajectories) per game; advantages are relative to the group",
+                               rule=integer(2, note="advantages are relative to the group")),
+               temperature=dict(help="sampling temperature during rollouts"),
+               top_p=dict(help="nucleus sampling threshold during rollouts"))
 class TrainConfig:
     "Every setting of a training run; the defaults are the reference configuration."
-    base_model: str = "Qwen/Qwen3.5-4B"
-    backend: str = "local"
-    device: str = "auto"
-    dtype: str = "auto"
-    max_steps: int = 80
-    games_per_batch: int = 8
-    group_size: int = 8
-    max_episode_steps: int = 50
-    max_trajectory_tokens: int = 12000
-    max_assistant_tokens: int = 2048
-    temperature: float = 1.0
-    top_p: float = 1.0
-    learning_rate: float = 1e-6
-    save_every: int = 20
-    run_name: str = "alfworld-agent-rl"
-    swanlab_mode: str = "online"
-    swanlab_project: str = "alfworld-rl"
-    data_root: str | None = None
-    train_split: str = "train"
-    max_train_games: int | None = None
-    include_admissible_actions: bool = True
-    lora_rank: int = 32
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.95
-    adam_eps: float = 1e-12
-    weight_decay: float = 0.0
-    grad_clip: float = 1.0
-    ppo_clip_low: float = 0.8
-    ppo_clip_high: float = 1.2
-    seed: int = 0
-    output_dir: str = "runs"
-    max_requests_in_flight: int = 64
-    prefill_price_per_m: float | None = None
-    sample_price_per_m: float | None = None
-    train_price_per_m: float | None = None
-    init_state: str | None = None
-    context: str = "full"
-    history_length: int = 2
-    advantage: str = "grpo"
-    advantage_norm: str = "mean"
-    gamma: float = 0.95
-    step_advantage_weight: float = 1.0
-    engine: str = "textworld"
 
     @property
     def run_dir(self) -> Path:
@@ -69,163 +61,44 @@ class TrainConfig:
 
 # %% ../nbs/39_train_config.ipynb #202b18ac
 import importlib.util
-from .backends import BACKENDS, check_device_flags
-SWANLAB_MODES = ("online", "local", "offline", "disabled")
 TRIO_MAX_TRAJECTORIES = 128
 TRIO_MAX_TRAJECTORY_TOKENS = 12000
-NAME_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9_-])?$")
-
-def _flag(name: str) -> str:
-    "The command-line flag of config field `name`."
-    return "--" + name.replace("_", "-")
-
-def _bad(name: str, rule: str, value) -> UserError:
-    "A status-2 error naming the flag of `name`, its allowed range and the value given."
-    return UserError(f"{_flag(name)} must be {rule} (got {value!r})", status=2)
 
 def check_method_flags(c) -> None:
-    "Check the context and advantage settings of `c` (any config with those fields); `UserError(status=2)` naming the flag."
-    import math
-    from alfworld_rl.rollout import CONTEXTS
-    from alfworld_rl.ppo import ADVANTAGES, ADVANTAGE_NORMS
-    for name, options in (("context", CONTEXTS), ("advantage", ADVANTAGES), ("advantage_norm", ADVANTAGE_NORMS)):
-        if hasattr(c, name) and getattr(c, name) not in options: raise _bad(name, "one of " + ", ".join(options), getattr(c, name))
-    h = getattr(c, "history_length", 0)
-    if not isinstance(h, int) or isinstance(h, bool) or h < 0: raise _bad("history_length", "an integer >= 0", h)
-    if hasattr(c, "gamma") and not (isinstance(c.gamma, (int, float)) and 0 <= c.gamma <= 1):
-        raise _bad("gamma", "in [0, 1]", c.gamma)
-    w = getattr(c, "step_advantage_weight", 0.0)
-    if not (isinstance(w, (int, float)) and math.isfinite(w) and w >= 0): raise _bad("step_advantage_weight", "a finite number >= 0", w)
+    "Check the context and advantage settings of `c` (any object with those fields); `UserError(status=2)` naming the flag."
+    check_some(c, {**pick(ROLLOUT, "context", "history_length"), **ADVANTAGE})
 
 def validate_config(c: TrainConfig) -> TrainConfig:
     "Check every setting of `c`; raise `UserError(status=2)` naming the first bad flag and its allowed range."
-    if c.backend not in BACKENDS: raise _bad("backend", f"one of {', '.join(BACKENDS)}", c.backend)
-    if c.engine not in ("textworld", "fast"): raise _bad("engine", "one of textworld, fast", c.engine)
-    for f in fields(c):                        # inf / nan pass the range checks below and are not valid JSON
-        v = getattr(c, f.name)
-        if isinstance(v, float) and not math.isfinite(v): raise _bad(f.name, "a finite number", v)
-    if c.swanlab_mode not in SWANLAB_MODES: raise _bad("swanlab_mode", f"one of {', '.join(SWANLAB_MODES)}", c.swanlab_mode)
+    check_settings(c)
     if c.swanlab_mode == "local" and importlib.util.find_spec("swanboard") is None:   # else SwanLab logs an ERROR and goes on
         raise UserError("--swanlab-mode local needs SwanLab's dashboard (pip install 'swanlab[dashboard]'); "
                         "--swanlab-mode offline writes the run's logs without it", status=2)
-    check_device_flags(c.device, c.dtype)
-    for name in ("max_steps", "games_per_batch", "max_episode_steps", "max_trajectory_tokens",
-                 "max_assistant_tokens", "max_requests_in_flight"):
-        v = getattr(c, name)
-        if not isinstance(v, int) or v < 1: raise _bad(name, "an integer >= 1", v)
-    if not isinstance(c.group_size, int) or c.group_size < 2:
-        raise _bad("group_size", "an integer >= 2 (advantages are relative to the group)", c.group_size)
-    if not isinstance(c.save_every, int) or c.save_every < 0: raise _bad("save_every", "an integer >= 0 (0 = only the final save)", c.save_every)
-    if c.max_train_games is not None and (not isinstance(c.max_train_games, int) or c.max_train_games < 1):
-        raise _bad("max_train_games", "an integer >= 1", c.max_train_games)
-    if not isinstance(c.seed, int) or c.seed < 0: raise _bad("seed", "an integer >= 0", c.seed)
-    if c.max_assistant_tokens >= c.max_trajectory_tokens:  # a turn must leave room for the prompt (as the rollout checks)
-        raise _bad("max_assistant_tokens", f"< --max-trajectory-tokens ({c.max_trajectory_tokens})", c.max_assistant_tokens)
-    if not 4 <= c.lora_rank <= 64: raise _bad("lora_rank", "an integer in [4, 64]", c.lora_rank)
-    if not c.temperature >= 0: raise _bad("temperature", ">= 0", c.temperature)
-    if not 0 < c.top_p <= 1: raise _bad("top_p", "in (0, 1]", c.top_p)
+    check_turn_budget(c)                       # a turn must leave room for the prompt (as the rollout checks)
     if c.backend == "local" and (c.temperature != 1 or c.top_p != 1):   # see 21_local_sampler: what the logprobs describe
-        bad = "temperature" if c.temperature != 1 else "top_p"
-        raise _bad(bad, "1 for training on the local backend (its rollout logprobs are those of the full temperature-1 "
-                        "distribution, which PPO's ratio is taken against)", getattr(c, bad))
-    if not c.learning_rate > 0: raise _bad("learning_rate", "> 0", c.learning_rate)
-    if not 0 < c.ppo_clip_low <= 1: raise _bad("ppo_clip_low", "in (0, 1] (0 < low <= 1 <= high)", c.ppo_clip_low)
-    if not c.ppo_clip_high >= 1: raise _bad("ppo_clip_high", ">= 1 (0 < low <= 1 <= high)", c.ppo_clip_high)
-    for name in ("adam_beta1", "adam_beta2"):
-        if not 0 <= getattr(c, name) < 1: raise _bad(name, "in [0, 1)", getattr(c, name))
-    if not c.adam_eps > 0: raise _bad("adam_eps", "> 0", c.adam_eps)
-    for name in ("weight_decay", "grad_clip"):
-        if not getattr(c, name) >= 0: raise _bad(name, ">= 0" + (" (0 = off)" if name == "grad_clip" else ""), getattr(c, name))
-    for name in ("prefill_price_per_m", "sample_price_per_m", "train_price_per_m"):
-        v = getattr(c, name)
-        if v is not None and not v >= 0: raise _bad(name, ">= 0", v)
-    if not NAME_RE.match(c.run_name or "") or len(c.run_name) > 100:
-        raise _bad("run_name", "1-100 letters, digits, '.', '_' or '-', starting with a letter or digit", c.run_name)
-    from alfworld_rl.data import SPLITS        # checked before anything is generated or loaded
-    if c.train_split not in SPLITS: raise _bad("train_split", f"one of {', '.join(SPLITS)}", c.train_split)
-    check_method_flags(c)
+        name = "temperature" if c.temperature != 1 else "top_p"
+        raise bad(name, "1 for training on the local backend (its rollout logprobs are those of the full temperature-1 "
+                        "distribution, which PPO's ratio is taken against)", getattr(c, name))
     if c.backend == "trio":
         n = c.games_per_batch * c.group_size
         if n > TRIO_MAX_TRAJECTORIES:
             raise UserError(f"--games-per-batch x --group-size must be <= {TRIO_MAX_TRAJECTORIES} with --backend trio "
                             f"(got {c.games_per_batch} x {c.group_size} = {n})", status=2)
         if c.max_trajectory_tokens > TRIO_MAX_TRAJECTORY_TOKENS:
-            raise _bad("max_trajectory_tokens", f"<= {TRIO_MAX_TRAJECTORY_TOKENS} with --backend trio", c.max_trajectory_tokens)
+            raise bad("max_trajectory_tokens", f"<= {TRIO_MAX_TRAJECTORY_TOKENS} with --backend trio", c.max_trajectory_tokens)
     return c
 
 # %% ../nbs/39_train_config.ipynb #4a68e949
-_HELP = {
-    "base_model": "model to train: a hub id, a local directory, or tiny-qwen3 (built offline)",
-    "backend": "where the model runs: local (torch, embedded) or trio (the hosted PyTRIO service)",
-    "device": "local backend device: auto (CUDA if present, else CPU), cpu, cuda or cuda:N",
-    "dtype": "local backend dtype: auto (bfloat16 on CUDA, float32 on CPU), float32, bfloat16 or float16",
-    "max_steps": "number of PPO updates",
-    "games_per_batch": "games per update",
-    "group_size": "branches (trajectories) per game; advantages are relative to the group",
-    "max_episode_steps": "turns per trajectory (every reply counts, malformed tool calls too)",
-    "max_trajectory_tokens": "token budget of a whole trajectory (--context window: of each turn's prompt + reply)",
-    "max_assistant_tokens": "tokens per assistant turn",
-    "temperature": "sampling temperature during rollouts",
-    "top_p": "nucleus sampling threshold during rollouts",
-    "learning_rate": "Adam learning rate",
-    "save_every": "save state and sampler weights every N updates (0: only at the end)",
-    "run_name": "name of the run directory under --output-dir",
-    "swanlab_mode": "SwanLab logging: online, local, offline or disabled",
-    "swanlab_project": "SwanLab project name",
-    "data_root": "ALFWorld data root (default: $ALFWORLD_DATA or datasets/alfworld)",
-    "train_split": "split the training games come from",
-    "max_train_games": "use at most this many training games (a seeded choice)",
-    "include_admissible_actions": "list the admissible actions in every observation",
-    "lora_rank": "LoRA rank, 4-64",
-    "adam_beta1": "Adam beta1", "adam_beta2": "Adam beta2", "adam_eps": "Adam epsilon",
-    "weight_decay": "AdamW weight decay", "grad_clip": "gradient-norm clipping (0: off)",
-    "ppo_clip_low": "lower bound of PPO's ratio clip", "ppo_clip_high": "upper bound of PPO's ratio clip",
-    "seed": "seed of the game order and of sampling",
-    "output_dir": "directory that holds run directories",
-    "max_requests_in_flight": "sampling requests in flight at once",
-    "prefill_price_per_m": "price per million prefill tokens (for a cost estimate)",
-    "sample_price_per_m": "price per million sampled tokens (for a cost estimate)",
-    "train_price_per_m": "price per million trained tokens (for a cost estimate)",
-    "engine": "environment engine: textworld (reference) or fast (exact, in-process)",
-    "init_state": "start the LoRA from the weights of a saved state (e.g. an `alfworld-rl sft` Saved state: path); fresh optimizer",
-    "context": "prompt context: full (the whole conversation, extended token by token) or window (each turn's prompt "
-               "rebuilt from the task, the last --history-length steps and the current observation)",
-    "history_length": "--context window: (observation, action) pairs of earlier steps shown",
-    "advantage": "advantage estimator: grpo (trajectory reward minus the group mean) or gigpo (plus a step-level "
-                 "advantage from steps that share an observation within the group)",
-    "advantage_norm": "group normalisation: mean (subtract the mean) or mean_std (also divide by the std + 1e-6)",
-    "gamma": "--advantage gigpo: discount of the step returns, in [0, 1]",
-    "step_advantage_weight": "--advantage gigpo: weight w of the step advantage in A = A_episode + w * A_step",
-}
-
-def _type_of(f) -> type:
-    "The argparse type of dataclass field `f`."
-    t = str(f.type)
-    if "int" in t: return int
-    if "float" in t: return float
-    return str
-
 def add_train_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    "Add one flag per `TrainConfig` field (defaults `None`), plus `--resume` and `--no-report`."
-    defaults = TrainConfig()
-    for f in fields(TrainConfig):
-        flag, default = _flag(f.name), getattr(defaults, f.name)
-        help_ = f"{_HELP[f.name]} (default: {default})"
-        if f.type in ("bool", bool):
-            parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=help_)
-        elif f.name == "backend":
-            parser.add_argument(flag, dest=f.name, choices=BACKENDS, default=None, help=help_)
-        elif f.name == "swanlab_mode":
-            parser.add_argument(flag, dest=f.name, choices=SWANLAB_MODES, default=None, help=help_)
-        else:
-            parser.add_argument(flag, dest=f.name, type=_type_of(f), default=None, metavar=f.name.upper(), help=help_)
+    "Add one flag per `TrainConfig` setting (defaults `None`), plus `--resume` and `--no-report`."
+    add_arguments(parser, TrainConfig)
     parser.add_argument("--resume", action="store_true", help="continue the run directory from its last saved state")
     parser.add_argument("--no-report", action="store_true", help="run the loop directly instead of executing the report notebook")
     return parser
 
 def given_settings(args: argparse.Namespace) -> dict:
     "The `TrainConfig` fields the user set on the command line."
-    return {f.name: getattr(args, f.name) for f in fields(TrainConfig) if getattr(args, f.name, None) is not None}
+    return given(args, TrainConfig)
 
 # %% ../nbs/39_train_config.ipynb #61ead434
 RESUME_MAY_CHANGE = ("max_steps", "save_every", "device", "dtype", "swanlab_mode", "swanlab_project", "output_dir",
@@ -251,7 +124,7 @@ def config_differences(saved: TrainConfig, new: TrainConfig) -> list[str]:
     for f in fields(TrainConfig):
         if f.name in RESUME_MAY_CHANGE: continue
         a, b = getattr(saved, f.name), getattr(new, f.name)
-        if a != b: out.append(f"{_flag(f.name)} {b!r} (the run has {a!r})")
+        if a != b: out.append(f"{flag(f.name)} {b!r} (the run has {a!r})")
     return out
 
 def save_run_config(c: TrainConfig) -> Path:

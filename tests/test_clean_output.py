@@ -167,3 +167,19 @@ def test_swanlab_local_without_its_dashboard_is_refused(tmp_path, capsys):
     err = capsys.readouterr().err
     assert status == 2 and "--swanlab-mode offline" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "runs").exists()
+
+
+def test_sft_and_eval_tiny_runs_are_clean(small_data_root, tmp_path):
+    "A tiny sft and a tiny eval (under both names of its concurrency flag) print no warning, traceback or stray error."
+    data = str(small_data_root)
+    sft = ["sft", *TINY_MODEL, "--max-train-games", "1", "--games-per-batch", "1", "--max-steps", "1",
+           "--max-episode-steps", "20", "--max-trajectory-tokens", "4096", "--run-name", "clean-sft", "--data-root", data,
+           "--no-report"]
+    evaluate = [*EVAL, "--data-root", data, "--concurrency", "2", "--no-report"]
+    again = [*EVAL, "--data-root", data, "--games-per-batch", "2", "--no-report", "--overwrite-output"]
+    log, statuses = run_commands([sft, evaluate, again], tmp_path)
+    assert statuses == [0, 0, 0], log[-4000:]
+    assert_clean(log)
+    out = sections(log)
+    assert "Saved state:" in out["alfworld-rl " + " ".join(sft)]
+    for cmd in (evaluate, again): assert "Saved evaluation: eval_results/tiny.jsonl" in out["alfworld-rl " + " ".join(cmd)]

@@ -12,7 +12,8 @@ CLI = str(Path(sys.executable).parent / "alfworld-rl")
 
 @pytest.mark.parametrize("flags, message", [
     (["--split", "test"], "--split must be one of valid_seen, valid_unseen, all (got 'test')"),
-    (["--games-per-batch", "0"], "--games-per-batch must be an integer >= 1 (got 0)"),
+    (["--concurrency", "0"], "--concurrency must be an integer >= 1 (got 0)"),
+    (["--games-per-batch", "0"], "--concurrency must be an integer >= 1 (got 0)"),     # eval's alias of --concurrency
     (["--temperature", "-0.5"], "--temperature must be >= 0 (got -0.5)"),
     (["--top-p", "1.5"], "--top-p must be in (0, 1] (got 1.5)"),
     (["--device", "tpu"], "--device must be auto, cpu, cuda or cuda:N (got 'tpu')"),

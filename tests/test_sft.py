@@ -106,7 +106,7 @@ BAD_FLAGS = [
     (["--run-name", "a b"], "--run-name must be 1-100 letters"),
     (["--adam-beta2", "1"], "--adam-beta2 must be in [0, 1)"),
     (["--grad-clip", "-1"], "--grad-clip must be >= 0"),
-    (["--backend", "gpu"], "argument --backend: invalid choice"),
+    (["--backend", "gpu"], "--backend must be one of local, trio (got 'gpu')"),      # choices: checked with every setting
     (["--max-steps", "two"], "argument --max-steps: invalid int value"),
 ]
 

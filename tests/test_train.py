@@ -71,8 +71,8 @@ BAD_FLAGS = [
     (["--backend", "trio", "--games-per-batch", "16", "--group-size", "16"],
      "--games-per-batch x --group-size must be <= 128 with --backend trio (got 16 x 16 = 256)"),
     (["--backend", "trio", "--max-trajectory-tokens", "16000"], "--max-trajectory-tokens must be <= 12000 with --backend trio"),
-    (["--backend", "gpu"], "argument --backend: invalid choice"),
-    (["--swanlab-mode", "cloud"], "argument --swanlab-mode: invalid choice"),
+    (["--backend", "gpu"], "--backend must be one of local, trio (got 'gpu')"),      # choices: checked with every setting
+    (["--swanlab-mode", "cloud"], "--swanlab-mode must be one of online, local, offline, disabled (got 'cloud')"),
     (["--max-steps", "two"], "argument --max-steps: invalid int value"),
 ]
 
