@@ -172,7 +172,7 @@ def eval_config(s: MiniSettings, paths: MiniPaths, label: str, model_path: str |
     from alfworld_rl.evaluate import EvalConfig
     out = paths.eval_file(label)
     return EvalConfig(base_model=str(base_model_path(s)), model_path=model_path, split="all",
-                      games_per_batch=s.eval_games_per_batch, temperature=s.eval_temperature,
+                      concurrency=s.eval_games_per_batch, temperature=s.eval_temperature,
                       max_episode_steps=s.max_episode_steps, max_trajectory_tokens=s.max_trajectory_tokens,
                       max_assistant_tokens=s.max_assistant_tokens, data_root=str(paths.data), output=str(out),
                       resume=out.exists(), report=False, context=s.context, history_length=s.history_length, engine=s.engine)
