@@ -101,18 +101,23 @@ def nucleus(scaled: torch.Tensor, probs: torch.Tensor, top_k: torch.Tensor, top_
     kk = torch.where(top_k > 0, top_k, torch.full_like(top_k, V))
     keep = (torch.arange(K, device=p.device)[None, :] < kk[:, None]) & ((p.cumsum(-1) - p) < top_p[:, None])
     keep[:, 0] = True
-    keep = keep.long().cummin(-1).values.bool()          # a prefix, whatever the rounding of the cumulative sum
-    n = keep.sum(-1)
+    n = torch.where(keep.all(-1), K, (~keep).int().argmax(-1))     # up to the first dropped token: always a prefix
     exact = (vals.gather(1, (n - 1)[:, None])[:, 0] > vals[:, -1]) | (K == V)
-    return ids, p * keep, n, exact
+    return ids, p * (torch.arange(K, device=p.device)[None, :] < n[:, None]), n, exact
 
 def grown_nucleus(scaled, probs, top_k, top_p, k0: int = 256):
-    "`nucleus` over the smallest of k0, 8 k0, 64 k0, ... (at last the full sort) that is exact for every row."
+    "`nucleus` of each row over the first of k0, 8 k0, ... that is exact for it; the full sort once 8 k > V / 16."
     V, k = scaled.shape[-1], min(scaled.shape[-1], max(k0, int(top_k.max()) + 1))
-    while True:
-        ids, p, n, exact = nucleus(scaled, probs, top_k, top_p, k)
-        if k >= V or bool(exact.all()): return ids, p, n
-        k = min(V, k * 8)
+    ids, p, n, exact = nucleus(scaled, probs, top_k, top_p, k)
+    if k >= V or bool(exact.all()): return ids, p, n
+    k = V if 8 * k > V // 16 else 8 * k
+    if not bool(exact.any()): return grown_nucleus(scaled, probs, top_k, top_p, k)
+    rows = (~exact).nonzero()[:, 0]                      # only the rows still short of their nucleus grow
+    sub = grown_nucleus(scaled[rows], probs[rows], top_k[rows], top_p[rows], k)
+    width = sub[0].shape[1]
+    ids, p = (torch.nn.functional.pad(t, (0, width - t.shape[1])) for t in (ids, p))
+    ids[rows], p[rows], n[rows] = sub
+    return ids, p, n
 
 def _sample_nucleus(scaled, probs, top_k, top_p, u, k0: int = 256) -> torch.Tensor:
     "Inverse-CDF draw inside each row's top-k/top-p nucleus."
@@ -133,6 +138,7 @@ def choose_tokens(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.
     if bool(plain.any()):
         rows = plain.nonzero()[:, 0]
         out[rows] = _sample_softmax(probs[rows], u[rows])
+    if bool(filtered.all()): return _sample_nucleus(scaled, probs, top_k, top_p, u)
     if bool(filtered.any()):
         rows = filtered.nonzero()[:, 0]
         out[rows] = _sample_nucleus(scaled[rows], probs[rows], top_k[rows], top_p[rows], u[rows])
