@@ -18,8 +18,8 @@ from .core import UserError
 from .tiny_model import TINY_MODEL_NAME, MINI_BASE_NAME, mini_base_path, tiny_qwen3_path
 
 # %% auto #0
-__all__ = ['DTYPES', 'resolve_device', 'resolve_dtype', 'resolve_model_path', 'load_tokenizer', 'load_causal_lm', 'choose_tokens',
-           'SamplerClosed', 'LocalSamplingClient']
+__all__ = ['DTYPES', 'resolve_device', 'resolve_dtype', 'resolve_model_path', 'load_tokenizer', 'load_causal_lm', 'nucleus',
+           'grown_nucleus', 'choose_tokens', 'SamplerClosed', 'LocalSamplingClient']
 
 # %% ../nbs/21_local_sampler.ipynb #c78681c5
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -80,23 +80,69 @@ def load_causal_lm(base_model: str, device: torch.device, dtype: torch.dtype):
     return model.to(device).eval()
 
 # %% ../nbs/21_local_sampler.ipynb #b3968979
+def _sample_softmax(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    "Inverse-CDF draw per row of `probs` [B, V] in vocabulary order, no sort."
+    cdf = probs.cumsum(-1)
+    idx = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True)[:, 0].clamp(max=probs.shape[-1] - 1)
+    return torch.where(probs.gather(1, idx[:, None])[:, 0] > 0, idx, probs.argmax(-1))   # never a 0-probability token
+
+def _canonical_top(scaled: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    "The `k` largest `scaled` per row and their ids, ordered by value descending then id ascending."
+    if k >= scaled.shape[-1]: return scaled.sort(dim=-1, descending=True, stable=True)
+    vals, ids = scaled.topk(k, -1)
+    ids, perm = ids.sort(-1)
+    vals, perm = vals.gather(1, perm).sort(dim=-1, descending=True, stable=True)
+    return vals, ids.gather(1, perm)
+
+def nucleus(scaled: torch.Tensor, probs: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor, k: int):
+    "Candidates among the `k` largest: ids [B, k], kept probabilities [B, k], kept count [B], and whether each row is exact."
+    vals, ids = _canonical_top(scaled, k)
+    p, K, V = probs.gather(1, ids), ids.shape[1], scaled.shape[-1]
+    kk = torch.where(top_k > 0, top_k, torch.full_like(top_k, V))
+    keep = (torch.arange(K, device=p.device)[None, :] < kk[:, None]) & ((p.cumsum(-1) - p) < top_p[:, None])
+    keep[:, 0] = True
+    n = torch.where(keep.all(-1), K, (~keep).int().argmax(-1))     # up to the first dropped token: always a prefix
+    exact = (vals.gather(1, (n - 1)[:, None])[:, 0] > vals[:, -1]) | (K == V)
+    return ids, p * (torch.arange(K, device=p.device)[None, :] < n[:, None]), n, exact
+
+def grown_nucleus(scaled, probs, top_k, top_p, k0: int = 256):
+    "`nucleus` of each row over the first of k0, 8 k0, ... that is exact for it; the full sort once 8 k > V / 16."
+    V, k = scaled.shape[-1], min(scaled.shape[-1], max(k0, int(top_k.max()) + 1))
+    ids, p, n, exact = nucleus(scaled, probs, top_k, top_p, k)
+    if k >= V or bool(exact.all()): return ids, p, n
+    k = V if 8 * k > V // 16 else 8 * k
+    if not bool(exact.any()): return grown_nucleus(scaled, probs, top_k, top_p, k)
+    rows = (~exact).nonzero()[:, 0]                      # only the rows still short of their nucleus grow
+    sub = grown_nucleus(scaled[rows], probs[rows], top_k[rows], top_p[rows], k)
+    width = sub[0].shape[1]
+    ids, p = (torch.nn.functional.pad(t, (0, width - t.shape[1])) for t in (ids, p))
+    ids[rows], p[rows], n[rows] = sub
+    return ids, p, n
+
+def _sample_nucleus(scaled, probs, top_k, top_p, u, k0: int = 256) -> torch.Tensor:
+    "Inverse-CDF draw inside each row's top-k/top-p nucleus."
+    ids, p, n = grown_nucleus(scaled, probs, top_k, top_p, k0)
+    cdf = p.cumsum(-1)
+    idx = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True)[:, 0]
+    return ids.gather(1, torch.minimum(idx, n - 1)[:, None])[:, 0]
+
 def choose_tokens(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor,
                   u: torch.Tensor) -> torch.Tensor:
     "One token per row of `logits` [B, V] by inverse-CDF sampling with per-row temperature/top-k/top-p and uniforms `u` [B]."
     logits = logits.float()
-    greedy = logits.argmax(-1)
+    out = logits.argmax(-1)
     scaled = logits / temperature.clamp_min(1e-6)[:, None]
-    sorted_logits, order = scaled.sort(-1, descending=True)
-    probs = sorted_logits.softmax(-1)
-    V = logits.shape[-1]
-    k = torch.where(top_k > 0, top_k, torch.full_like(top_k, V))
-    keep = torch.arange(V, device=logits.device)[None, :] < k[:, None]
-    keep &= (probs.cumsum(-1) - probs) < top_p[:, None]
-    keep[:, 0] = True
-    cdf = (probs * keep).cumsum(-1)
-    idx = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True).clamp(max=V - 1)
-    sampled = order.gather(1, idx).squeeze(1)
-    return torch.where(temperature == 0, greedy, sampled)
+    probs = scaled.softmax(-1)
+    plain = (temperature > 0) & (top_k <= 0) & (top_p >= 1)
+    filtered = (temperature > 0) & ~plain
+    if bool(plain.any()):
+        rows = plain.nonzero()[:, 0]
+        out[rows] = _sample_softmax(probs[rows], u[rows])
+    if bool(filtered.all()): return _sample_nucleus(scaled, probs, top_k, top_p, u)
+    if bool(filtered.any()):
+        rows = filtered.nonzero()[:, 0]
+        out[rows] = _sample_nucleus(scaled[rows], probs[rows], top_k[rows], top_p[rows], u[rows])
+    return out
 
 # %% ../nbs/21_local_sampler.ipynb #a0f576e5
 @dataclass

@@ -21,9 +21,10 @@ from .core import UserError
 from .local_sampler import load_causal_lm
 
 # %% auto #0
-__all__ = ['SUPPORTED_LOSSES', 'NAME_RE', 'token_losses', 'target_logprobs', 'common_prefix_length', 'backbone_hidden',
-           'lora_targets', 'add_lora', 'checkpoint_name', 'read_checkpoint_info', 'same_base_model',
-           'load_sampler_model', 'agreement_metrics', 'sampling_snapshot', 'LocalTrainingClient']
+__all__ = ['SUPPORTED_LOSSES', 'LORA_ATTN', 'LORA_MLP', 'LORA_ROUTERS', 'NAME_RE', 'token_losses', 'target_logprobs',
+           'common_prefix_length', 'backbone_hidden', 'decoder_linears', 'lora_targets', 'add_lora', 'checkpoint_name',
+           'read_checkpoint_info', 'same_base_model', 'load_sampler_model', 'agreement_metrics', 'sampling_snapshot',
+           'LocalTrainingClient']
 
 # %% ../nbs/22_local_trainer.ipynb #e8c0016f
 SUPPORTED_LOSSES = ("cross_entropy", "importance_sampling", "ppo", "cispo")
@@ -111,13 +112,30 @@ def backbone_hidden(backbone, inputs: list[list[int]], pad_id: int = 0, min_shar
     return torch.cat([pre.last_hidden_state.expand(B, -1, -1), rest], 1)
 
 # %% ../nbs/22_local_trainer.ipynb #4c8b73f8
-def lora_targets(train_mlp: bool = True, train_attn: bool = True, train_unembed: bool = True) -> list[str]:
-    "Module names to adapt for PyTRIO's `train_*` switches."
-    names = (["q_proj", "k_proj", "v_proj", "o_proj"] if train_attn else []) + \
-            (["gate_proj", "up_proj", "down_proj"] if train_mlp else []) + (["lm_head"] if train_unembed else [])
-    if not names: raise ValidationError("at least one of train_mlp, train_attn, train_unembed must be true",
-                                        code="validation.invalid_lora_targets")
-    return names
+LORA_ATTN = ("q_proj", "k_proj", "v_proj", "o_proj",                                  # softmax attention
+             "in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a", "out_proj",        # Qwen3.5 Gated DeltaNet
+             "in_proj_qkvz", "in_proj_ba")                                            # Qwen3-Next Gated DeltaNet
+LORA_MLP = ("gate_proj", "up_proj", "down_proj")
+LORA_ROUTERS = ("gate", "shared_expert_gate")          # mixture-of-experts routers: never adapted
+
+def decoder_linears(model) -> list[str]:
+    "Names of every `nn.Linear` in `model`'s decoder (the language model, without a vision tower or the head)."
+    decoder, head = model.get_decoder() if hasattr(model, "get_decoder") else model, model.get_output_embeddings()
+    return [n for n, m in decoder.named_modules() if isinstance(m, torch.nn.Linear) and m is not head]
+
+def lora_targets(model, train_mlp: bool = True, train_attn: bool = True, train_unembed: bool = True) -> list[str]:
+    "Module names to adapt in `model` for PyTRIO's `train_*` switches, read from its architecture."
+    if not (train_mlp or train_attn or train_unembed):
+        raise ValidationError("at least one of train_mlp, train_attn, train_unembed must be true",
+                              code="validation.invalid_lora_targets")
+    found = {n.rsplit(".", 1)[-1] for n in decoder_linears(model)}
+    unknown = sorted(found - set(LORA_ATTN) - set(LORA_MLP) - set(LORA_ROUTERS))
+    if unknown: raise ValidationError(f"cannot tell attention from MLP in {type(model).__name__}: unclassified linear "
+                                      f"modules {unknown}; pass target_modules", code="validation.invalid_lora_targets")
+    head = model.get_output_embeddings()
+    heads = [n.rsplit(".", 1)[-1] for n, m in model.named_modules() if m is head and n]
+    return ([n for n in LORA_ATTN if n in found] if train_attn else []) + \
+           ([n for n in LORA_MLP if n in found] if train_mlp else []) + (heads[:1] if train_unembed else [])
 
 def add_lora(model, rank: int, alpha: float, target_modules: list[str], seed: int):
     "`model` wrapped in a fresh peft LoRA (deterministic for `seed`), base weights frozen."
@@ -192,13 +210,16 @@ class _ClientCore:
             raise ValidationError(f"rank must be in [4, 64]. Got {rank}", code="validation.invalid_lora_rank")
         self.service, self.base_model, self.microbatch_tokens = service, base_model, microbatch_tokens
         self.seed = seed if seed is not None else secrets.randbelow(2**31)
+        if not (train_mlp or train_attn or train_unembed or target_modules):
+            raise ValidationError("at least one of train_mlp, train_attn, train_unembed must be true",
+                                  code="validation.invalid_lora_targets")
+        base = load_causal_lm(base_model, service.device, service.dtype)
         self.lora = SimpleNamespace(rank=rank, seed=self.seed, train_mlp=train_mlp, train_attn=train_attn,
                                     train_unembed=train_unembed, alpha=float(lora_alpha or 32),
-                                    target_modules=list(target_modules or lora_targets(train_mlp, train_attn, train_unembed)))
+                                    target_modules=list(target_modules or lora_targets(base, train_mlp, train_attn, train_unembed)))
         self.training_run_cuid = f"run_{secrets.token_hex(6)}"
         self.model_id = self.model_alias = f"{base_model}@{self.training_run_cuid}"
         self.tokenizer = service.get_tokenizer(base_model)
-        base = load_causal_lm(base_model, service.device, service.dtype)
         self.peft = add_lora(base, rank, self.lora.alpha, self.lora.target_modules, self.seed)
         self.peft.train()
         self.params = [p for p in self.peft.parameters() if p.requires_grad]
