@@ -62,7 +62,7 @@ def parse_formula(expr, where: str):
 
 # %% auto #0
 __all__ = ['SUPPORTED_REQUIREMENTS', 'EngineUnsupported', 'parse_sexp', 'typed_list', 'parse_formula', 'to_dnf', 'parse_effect',
-           'Action', 'Domain', 'Problem', 'FactTable', 'Task', 'apply_effects']
+           'Action', 'Domain', 'Problem', 'FactTable', 'Task', 'apply_effects', 'Grounding']
 
 # %% ../nbs/02a_fast_pddl.ipynb #101b52e0
 def _subst(f, names: dict):
@@ -239,7 +239,14 @@ class Task:
         self.static = FactTable(a for a in self.init if a[0] not in domain.fluent)
         self.init_fluent = [a for a in self.init if a[0] in domain.fluent]
         self.goal = to_dnf(problem.goal, "goal", [0])
-        self._effects_cache, self._sub = {}, {}
+        self._effects_cache, self._sub, self._shapes = {}, {}, {}
+        self._schemas = {}                               # (action, conjunct) -> (constants it names, whether shapes apply)
+        for ai, action in enumerate(domain.actions):
+            for ci, (extra, lits) in enumerate(action.conjuncts):
+                args = [a for _, _, args in lits for a in args] + [a for c, _, _, args in action.effects for a in args]
+                args += [a for c, _, _, _ in action.effects for _, _, cargs in c for a in cargs]
+                static_when = any(p == "=" or p not in domain.fluent for c, _, _, _ in action.effects for _, p, _ in c)
+                self._schemas[(ai, ci)] = ({a for a in args if not a.startswith("?")}, not static_when)
 
     # --- matching -------------------------------------------------------------------------------
     def _table(self, pred, state):
@@ -330,8 +337,26 @@ class Task:
     def sas_effects(self, ai: int, ci: int, full: tuple):
         "The effects Fast Downward's translator lists for this operator: [(atom, value, condition)], None for a no-op."
         key = (ai, ci, full)
-        if key not in self._effects_cache: self._effects_cache[key] = self._sas_effects(ai, ci, full)
-        return self._effects_cache[key]
+        if key in self._effects_cache: return self._effects_cache[key]
+        consts, shapes = self._schemas[(ai, ci)]
+        if not shapes: listed = self._sas_effects(ai, ci, full)
+        else:                                            # the same up to renaming for every binding of the same shape
+            slot = {}
+            for i, v in enumerate(full): slot.setdefault(v, i)
+            shape = (ai, ci, tuple(v if v in consts else slot[v] for v in full))
+            if shape not in self._shapes:
+                listed = self._sas_effects(ai, ci, full)
+                name = lambda v: v if v in consts else slot[v]
+                self._shapes[shape] = None if listed is None else tuple(
+                    ((a[0], *map(name, a[1:])), post, tuple(((k[0], *map(name, k[1:])), val) for k, val in cond))
+                    for a, post, cond in listed)
+            template = self._shapes[shape]
+            ground = lambda t: t if type(t) is str else full[t]
+            listed = None if template is None else tuple(
+                ((a[0], *map(ground, a[1:])), post, tuple(((k[0], *map(ground, k[1:])), val) for k, val in cond))
+                for a, post, cond in template)
+        self._effects_cache[key] = listed
+        return listed
 
     def _sas_effects(self, ai, ci, full):
         action = self.domain.actions[ai]
@@ -419,3 +444,70 @@ def apply_effects(listed, state: FactTable) -> list:
         else: state.discard(atom)
         changes.append((atom, value))
     return changes
+
+# %% ../nbs/02a_fast_pddl.ipynb #c7a1e5d2
+class Grounding:
+    "`Task.applicable` of a changing state, kept up to date from each step's changes instead of grounded again."
+    def __init__(self, task: Task, state: FactTable):
+        self.task, self.parts = task, []
+        fluent = task.domain.fluent
+        for ai, action in enumerate(task.domain.actions):
+            names = [p for p, _ in action.params]
+            for ci, (extra, lits) in enumerate(action.conjuncts):
+                params = action.params + extra
+                watch = [(pos, pred, args) for pos, pred, args in lits if pred != "=" and pred in fluent]
+                self.parts.append((ai, ci, action.name, names, params, lits, watch, dict(params)))
+        self.found = [{} for _ in self.parts]          # per part: full binding -> (key, listed effects, watched)
+        self.watchers = defaultdict(set)               # (atom, value that ends it) -> {(part, full binding)}
+        for pi, part in enumerate(self.parts):
+            for b in task.solutions(part[4], part[5], state): self._add(pi, b)
+
+    def _add(self, pi: int, b: dict):
+        "Record solution `b` of part `pi` and the fluent atoms whose change would end it."
+        ai, ci, name, names, params, lits, watch, types = self.parts[pi]
+        full = tuple(b[p] for p, _ in params)
+        found = self.found[pi]
+        if full in found: return
+        watched = []
+        for pos, pred, args in watch:
+            w = ((pred, *(b.get(a, a) for a in args)), not pos)
+            watched.append(w); self.watchers[w].add((pi, full))
+        found[full] = ((name, tuple(b[p] for p in names)), self.task.sas_effects(ai, ci, full), watched)
+
+    def update(self, state: FactTable, changes):
+        "Bring the solutions up to date after `changes` [(atom, new value)] turned the old state into `state`."
+        for change in changes:                          # solutions that relied on the old value end
+            for pi, full in self.watchers.pop(change, ()):
+                rec = self.found[pi].pop(full, None)
+                if rec is None: continue
+                for w in rec[2]:
+                    s = self.watchers.get(w)
+                    if s is not None: s.discard((pi, full))
+        for pi, part in enumerate(self.parts):          # new solutions use a changed atom in one of their literals
+            params, lits, watch, types = part[4], part[5], part[6], part[7]
+            for pos, pred, args in watch:
+                for atom, value in changes:
+                    if value != pos or atom[0] != pred or len(atom) != len(args) + 1: continue
+                    seed = self._unify(args, atom[1:], types)
+                    if seed is None: continue
+                    for b in self.task.solutions(params, lits, state, seed): self._add(pi, b)
+
+    def _unify(self, args, values, types) -> dict | None:
+        "The binding that grounds literal arguments `args` to `values`, or None (type or constant clash)."
+        seed = {}
+        for a, v in zip(args, values):
+            if not a.startswith("?"):
+                if a != v: return None
+            elif a in seed:
+                if seed[a] != v: return None
+            elif not self.task._is_sub(self.task.objects.get(v, "object"), types.get(a, "object")): return None
+            else: seed[a] = v
+        return seed
+
+    def applicable(self) -> dict:
+        "The current `Task.applicable(state)` (the same keys and effect lists)."
+        out = {}
+        for found in self.found:
+            for key, listed, _ in found.values():
+                if listed is not None: out.setdefault(key, []).append(listed)
+        return out
