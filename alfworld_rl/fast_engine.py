@@ -221,7 +221,9 @@ def _used_params(symbols, params) -> tuple | None:
     while stack:
         s = stack.pop()
         if s[0] == "n": return None
-        if s[0] == "e": used |= set(s[1].co_names)
+        if s[0] == "e":
+            if any(hasattr(c, "co_names") for c in s[1].co_consts): return None   # a lambda or generator: be safe
+            used |= set(s[1].co_names)
         elif s[0] == "l": stack.append(s[1])
         elif s[0] == "c":
             stack.append(s[1])
@@ -379,7 +381,8 @@ class FastEnv:
         "Back to the initial state: (intro text, admissible commands, won)."
         task = self.game.task
         self.state = FactTable(task.init_fluent)
-        self._grounding, self._changes = Grounding(task, self.state), []
+        if task._initial is None: task._initial = Grounding(task, self.state)
+        self._grounding, self._changes = task._initial.copy(), []
         self.tw = TWFacts(task.objects)
         for atom in task.init: self.tw.add(atom[0], atom[1:])
         self._touched = set()
