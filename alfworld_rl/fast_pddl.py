@@ -452,14 +452,26 @@ def apply_effects(listed, state: FactTable) -> list:
     return changes
 
 # %% ../nbs/02a_fast_pddl.ipynb #c7a1e5d2
-_JOIN_CODE: dict = {}                                    # source -> compiled code, shared by games of one domain
+_JOINS: dict = {}                                        # (conjunct, bound, skip, fluent) -> (source, code, names to fill in)
 
 def compile_join(task: Task, params, lits, bound=(), skip=None):
     "Nested loops over the fact indexes that yield every solution of conjunction `lits` (Python source, function)."
+    key = (tuple(params), tuple(lits), tuple(bound), skip, tuple(sorted(task.domain.fluent)))
+    if key not in _JOINS:
+        if len(_JOINS) >= 4096: _JOINS.clear()
+        _JOINS[key] = _join_source(task, params, lits, bound, skip)
+    source, code, needs = _JOINS[key]
+    env = {}
+    for name, kind, t in needs: env[name] = task.of_type_set(t) if kind == "T" else tuple(task.of_type.get(t, ()))
+    exec(code, env)
+    return source, env["join"]
+
+def _join_source(task: Task, params, lits, bound, skip):
+    "The source of `compile_join`'s function, compiled, and the type sets it reads [(name, 'T' set | 'O' tuple, type)]."
     names, types, fluent = [p for p, _ in params], dict(params), task.domain.fluent
     var = {p: f"v{i}" for i, p in enumerate(names)}
     term = lambda a: var[a] if a.startswith("?") else repr(a)
-    known, env = set(bound), {}
+    known, needs = set(bound), []
     joins = [l for i, l in enumerate(lits) if i != skip and l[0] and l[1] != "="]
     checks = [l for i, l in enumerate(lits) if i != skip and not (l[0] and l[1] != "=")]
     lines, depth = [f"def join(S, F, emit{''.join(', ' + var[b] for b in bound)}):"], 1
@@ -493,19 +505,17 @@ def compile_join(task: Task, params, lits, bound=(), skip=None):
             known.add(a)
             lines.append("    " * depth + f"{var[a]} = t[{j}]")
             if types.get(a, "object") != "object":       # every type descends from `object`
-                env[f"T{var[a]}"] = task.of_type_set(types[a])
+                needs.append((f"T{var[a]}", "T", types[a]))
                 lines.append("    " * depth + f"if {var[a]} not in T{var[a]}: continue")
         ready_checks()
     for p in names:                                      # variables no positive literal binds range over their type
         if p in known: continue
-        known.add(p); env[f"O{var[p]}"] = tuple(task.of_type.get(types[p], ()))
+        known.add(p); needs.append((f"O{var[p]}", "O", types[p]))
         lines.append("    " * depth + f"for {var[p]} in O{var[p]}:"); depth += 1
         ready_checks()
     lines.append("    " * depth + f"emit(({''.join(var[p] + ', ' for p in names)}))")
     source = "\n".join(lines)
-    if source not in _JOIN_CODE: _JOIN_CODE[source] = compile(source, "<join>", "exec")
-    exec(_JOIN_CODE[source], env)
-    return source, env["join"]
+    return source, compile(source, "<join>", "exec"), needs
 
 class Part:
     "One precondition conjunct of one action, with its joins compiled: from scratch, and seeded by each watched literal."
