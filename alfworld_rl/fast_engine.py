@@ -7,7 +7,7 @@ from __future__ import annotations
 import builtins, json, re, textwrap
 from collections import Counter, deque
 from pathlib import Path
-from .fast_pddl import EngineUnsupported, Domain, Problem, Task, FactTable, apply_effects
+from .fast_pddl import EngineUnsupported, Domain, Problem, Task, FactTable, Grounding, apply_effects
 
 _TOKEN = re.compile(r'\s+|#[^\n]*|"""(?:.|\n)*?"""|"[^"]*"|::|[;{}]|[\w/-]+')
 
@@ -167,6 +167,8 @@ class FastGame:
         self.params = {a.name: [(p.lstrip("?"), t) for p, t in a.params] for a in self.domain.actions}
         self.static_preds = {p for p in self._queried_predicates() if p.removeprefix("not_") not in self.domain.fluent}
         self._check_negated_queries()
+        self.command_args = {a: _used_params(t, self.params[a]) for a, (t, _) in self.templates.items() if a in self.params}
+        self.commands = {}                             # (action, the arguments its template reads) -> command text
 
     def _queried_predicates(self) -> set[str]:
         "Every predicate a grammar condition or query names."
@@ -212,6 +214,24 @@ class FastGame:
                     if e not in seen: seen.add(e); queue.append(e)
             self._subtypes[types] = out
         return self._subtypes[types]
+
+def _used_params(symbols, params) -> tuple | None:
+    "Indexes of the action parameters a command template reads; None when it may read them all (a rule or a new placeholder)."
+    used, stack = set(), list(symbols)
+    while stack:
+        s = stack.pop()
+        if s[0] == "n": return None
+        if s[0] == "e":
+            if any(hasattr(c, "co_names") for c in s[1].co_consts): return None   # a lambda or generator: be safe
+            used |= set(s[1].co_names)
+        elif s[0] == "l": stack.append(s[1])
+        elif s[0] == "c":
+            stack.append(s[1])
+            for _, phs in s[2] or ():
+                for ph in phs:
+                    if ph not in params: return None
+                    used.add(ph[0])
+    return tuple(i for i, (name, _) in enumerate(params) if name in used)
 
 _cache: dict = {}
 
@@ -261,7 +281,6 @@ class FastEnv:
     def __init__(self, game: FastGame):
         self.game = game
         self.state = self.tw = None
-        self._render_cache = {}
 
     # --- grammar ----------------------------------------------------------------------------------
     def assignments(self, query, mapping):
@@ -347,12 +366,14 @@ class FastEnv:
 
     def command(self, key) -> str:
         "The command text of a ground action."
-        hit = self._render_cache.get(key)
+        used = self.game.command_args.get(key[0])
+        short = (key[0], key[1] if used is None else tuple(key[1][i] for i in used))
+        hit = self.game.commands.get(short)
         if hit is not None: return hit
         self._touched = set()
         text = self.derive(self.game.templates[key[0]][0], *self._context(key))
         if "{" in text or "}" in text: text = text.format(**self.game.names)
-        if not (self._touched - self.game.static_preds): self._render_cache[key] = text
+        if not (self._touched - self.game.static_preds): self.game.commands[short] = text
         return text
 
     # --- play -------------------------------------------------------------------------------------
@@ -360,6 +381,8 @@ class FastEnv:
         "Back to the initial state: (intro text, admissible commands, won)."
         task = self.game.task
         self.state = FactTable(task.init_fluent)
+        if task._initial is None: task._initial = Grounding(task, self.state)
+        self._grounding, self._changes = task._initial.copy(), []
         self.tw = TWFacts(task.objects)
         for atom in task.init: self.tw.add(atom[0], atom[1:])
         self._touched = set()
@@ -368,7 +391,9 @@ class FastEnv:
 
     def _gather(self) -> list[str]:
         "Applicable operators and their commands; the sorted, de-duplicated admissible commands."
-        self._ops = self.game.task.applicable(self.state)
+        self._grounding.update(self.state, self._changes)
+        self._changes = []
+        self._ops = self._grounding.applicable()
         self._valid = [(key, self.command(key)) for key in self._ops]
         return sorted({c for _, c in self._valid})
 
@@ -379,7 +404,7 @@ class FastEnv:
             raise EngineUnsupported(f"operators of {key[0]} {' '.join(key[1])} differ in their effects; "
                                     "the fast engine does not reproduce Fast Downward's operator order")
         listed = self._ops[key][0]
-        apply_effects(listed, self.state)
+        self._changes = apply_effects(listed, self.state)
         final = {}
         for atom, value, _ in listed: final[atom] = final.get(atom, True) and value
         for atom, value in final.items():

@@ -62,7 +62,7 @@ def parse_formula(expr, where: str):
 
 # %% auto #0
 __all__ = ['SUPPORTED_REQUIREMENTS', 'EngineUnsupported', 'parse_sexp', 'typed_list', 'parse_formula', 'to_dnf', 'parse_effect',
-           'Action', 'Domain', 'Problem', 'FactTable', 'Task', 'apply_effects']
+           'Action', 'Domain', 'Problem', 'FactTable', 'Task', 'apply_effects', 'compile_join', 'Part', 'Grounding']
 
 # %% ../nbs/02a_fast_pddl.ipynb #101b52e0
 def _subst(f, names: dict):
@@ -239,7 +239,15 @@ class Task:
         self.static = FactTable(a for a in self.init if a[0] not in domain.fluent)
         self.init_fluent = [a for a in self.init if a[0] in domain.fluent]
         self.goal = to_dnf(problem.goal, "goal", [0])
-        self._effects_cache, self._sub = {}, {}
+        self._effects_cache, self._sub, self._shapes = {}, {}, {}
+        self._parts, self._records, self._initial, self._of_type_set = None, {}, None, {}   # used by `Grounding`
+        self._schemas = {}                               # (action, conjunct) -> (constants it names, whether shapes apply)
+        for ai, action in enumerate(domain.actions):
+            for ci, (extra, lits) in enumerate(action.conjuncts):
+                args = [a for _, _, args in lits for a in args] + [a for c, _, _, args in action.effects for a in args]
+                args += [a for c, _, _, _ in action.effects for _, _, cargs in c for a in cargs]
+                static_when = any(p == "=" or p not in domain.fluent for c, _, _, _ in action.effects for _, p, _ in c)
+                self._schemas[(ai, ci)] = ({a for a in args if not a.startswith("?")}, not static_when)
 
     # --- matching -------------------------------------------------------------------------------
     def _table(self, pred, state):
@@ -300,6 +308,11 @@ class Task:
             if ok: yield from self._search(types, rest, others, binding, state)
             for a in new: del binding[a]
 
+    def of_type_set(self, t: str) -> frozenset:
+        "The objects whose type is `t` or one of its descendants."
+        if t not in self._of_type_set: self._of_type_set[t] = frozenset(o for o, ot in self.objects.items() if self._is_sub(ot, t))
+        return self._of_type_set[t]
+
     def _is_sub(self, t: str, sup: str) -> bool:
         "Whether type `t` is `sup` or one of its descendants."
         if (t, sup) not in self._sub:
@@ -330,8 +343,26 @@ class Task:
     def sas_effects(self, ai: int, ci: int, full: tuple):
         "The effects Fast Downward's translator lists for this operator: [(atom, value, condition)], None for a no-op."
         key = (ai, ci, full)
-        if key not in self._effects_cache: self._effects_cache[key] = self._sas_effects(ai, ci, full)
-        return self._effects_cache[key]
+        if key in self._effects_cache: return self._effects_cache[key]
+        consts, shapes = self._schemas[(ai, ci)]
+        if not shapes: listed = self._sas_effects(ai, ci, full)
+        else:                                            # the same up to renaming for every binding of the same shape
+            slot = {}
+            for i, v in enumerate(full): slot.setdefault(v, i)
+            shape = (ai, ci, tuple(v if v in consts else slot[v] for v in full))
+            if shape not in self._shapes:
+                listed = self._sas_effects(ai, ci, full)
+                name = lambda v: v if v in consts else slot[v]
+                self._shapes[shape] = None if listed is None else tuple(
+                    ((a[0], *map(name, a[1:])), post, tuple(((k[0], *map(name, k[1:])), val) for k, val in cond))
+                    for a, post, cond in listed)
+            template = self._shapes[shape]
+            ground = lambda t: t if type(t) is str else full[t]
+            listed = None if template is None else tuple(
+                ((a[0], *map(ground, a[1:])), post, tuple(((k[0], *map(ground, k[1:])), val) for k, val in cond))
+                for a, post, cond in template)
+        self._effects_cache[key] = listed
+        return listed
 
     def _sas_effects(self, ai, ci, full):
         action = self.domain.actions[ai]
@@ -419,3 +450,168 @@ def apply_effects(listed, state: FactTable) -> list:
         else: state.discard(atom)
         changes.append((atom, value))
     return changes
+
+# %% ../nbs/02a_fast_pddl.ipynb #c7a1e5d2
+_JOINS: dict = {}                                        # (conjunct, bound, skip, fluent) -> (source, code, names to fill in)
+
+def compile_join(task: Task, params, lits, bound=(), skip=None):
+    "Nested loops over the fact indexes that yield every solution of conjunction `lits` (Python source, function)."
+    key = (tuple(params), tuple(lits), tuple(bound), skip, tuple(sorted(task.domain.fluent)))
+    if key not in _JOINS:
+        if len(_JOINS) >= 4096: _JOINS.clear()
+        _JOINS[key] = _join_source(task, params, lits, bound, skip)
+    source, code, needs = _JOINS[key]
+    env = {}
+    for name, kind, t in needs: env[name] = task.of_type_set(t) if kind == "T" else tuple(task.of_type.get(t, ()))
+    exec(code, env)
+    return source, env["join"]
+
+def _join_source(task: Task, params, lits, bound, skip):
+    "The source of `compile_join`'s function, compiled, and the type sets it reads [(name, 'T' set | 'O' tuple, type)]."
+    names, types, fluent = [p for p, _ in params], dict(params), task.domain.fluent
+    var = {p: f"v{i}" for i, p in enumerate(names)}
+    term = lambda a: var[a] if a.startswith("?") else repr(a)
+    known, needs = set(bound), []
+    joins = [l for i, l in enumerate(lits) if i != skip and l[0] and l[1] != "="]
+    checks = [l for i, l in enumerate(lits) if i != skip and not (l[0] and l[1] != "=")]
+    lines, depth = [f"def join(S, F, emit{''.join(', ' + var[b] for b in bound)}):"], 1
+    fail = lambda: "return" if depth == 1 else "continue"
+
+    def ready_checks():
+        for lit in [l for l in checks if all(not a.startswith("?") or a in known for a in l[2])]:
+            checks.remove(lit)
+            pos, pred, args = lit
+            if pred == "=": test = f"{term(args[0])} == {term(args[1])}"
+            else: test = f"({pred!r}, {''.join(term(a) + ', ' for a in args)}) in {'F' if pred in fluent else 'S'}.atoms"
+            lines.append("    " * depth + f"if {'not ' if pos else ''}{test}: {fail()}")
+
+    ready_checks()
+    while joins:                                         # most bound arguments first, then fluent facts, fewer arguments
+        lit = max(joins, key=lambda l: (sum(not a.startswith("?") or a in known for a in l[2]), l[1] in fluent, -len(l[2])))
+        joins.remove(lit)
+        _, pred, args = lit
+        table = "F" if pred in fluent else "S"
+        keys = [f"{table}.index.get(({pred!r}, {j}, {term(a)}), ())" for j, a in enumerate(args) if not a.startswith("?") or a in known]
+        if len(keys) == len(args):                       # all bound: a membership test
+            lines.append("    " * depth + f"if ({pred!r}, {''.join(term(a) + ', ' for a in args)}) not in {table}.atoms: {fail()}")
+            ready_checks(); continue
+        source = f"{table}.by_pred.get({pred!r}, ())" if not keys else keys[0] if len(keys) == 1 else f"min({', '.join(keys)}, key=len)"
+        lines.append("    " * depth + f"for t in {source}:"); depth += 1
+        lines.append("    " * depth + f"if len(t) != {len(args)}: continue")
+        for j, a in enumerate(args):
+            if not a.startswith("?") or a in known:
+                lines.append("    " * depth + f"if t[{j}] != {term(a)}: continue")
+                continue
+            known.add(a)
+            lines.append("    " * depth + f"{var[a]} = t[{j}]")
+            if types.get(a, "object") != "object":       # every type descends from `object`
+                needs.append((f"T{var[a]}", "T", types[a]))
+                lines.append("    " * depth + f"if {var[a]} not in T{var[a]}: continue")
+        ready_checks()
+    for p in names:                                      # variables no positive literal binds range over their type
+        if p in known: continue
+        known.add(p); needs.append((f"O{var[p]}", "O", types[p]))
+        lines.append("    " * depth + f"for {var[p]} in O{var[p]}:"); depth += 1
+        ready_checks()
+    lines.append("    " * depth + f"emit(({''.join(var[p] + ', ' for p in names)}))")
+    source = "\n".join(lines)
+    return source, compile(source, "<join>", "exec"), needs
+
+class Part:
+    "One precondition conjunct of one action, with its joins compiled: from scratch, and seeded by each watched literal."
+    def __init__(self, task: Task, ai: int, ci: int):
+        action = task.domain.actions[ai]
+        extra, lits = action.conjuncts[ci]
+        self.ai, self.ci, self.name, self.lits = ai, ci, action.name, lits
+        self.params = action.params + extra
+        self.types = dict(self.params)
+        self.vars = [p for p, _ in self.params]
+        self.key_slots = [self.vars.index(p) for p, _ in action.params]
+        fluent = task.domain.fluent
+        self.watch = [(j, pos, pred, args) for j, (pos, pred, args) in enumerate(lits) if pred != "=" and pred in fluent]
+        self.task, self.join, self._seeded = task, compile_join(task, self.params, lits)[1], {}
+
+    def seeded(self, j: int) -> tuple:
+        "(the distinct variables of watched literal `j`, the join with them bound), compiled on first use."
+        if j not in self._seeded:
+            bound = tuple(dict.fromkeys(a for a in self.lits[j][2] if a.startswith("?")))
+            self._seeded[j] = (bound, compile_join(self.task, self.params, self.lits, bound, skip=j)[1])
+        return self._seeded[j]
+
+    def record(self, task: Task, full: tuple) -> tuple:
+        "(ground action key, listed effects, watched (atom, value that ends it)) of solution `full`."
+        b = dict(zip(self.vars, full))
+        watched = tuple(((pred, *(b.get(a, a) for a in args)), not pos) for _, pos, pred, args in self.watch)
+        key = (self.name, tuple(full[i] for i in self.key_slots))
+        return key, task.sas_effects(self.ai, self.ci, full), watched
+
+class Grounding:
+    "`Task.applicable` of a changing state, kept up to date from each step's changes instead of grounded again."
+    def __init__(self, task: Task, state: FactTable):
+        if task._parts is None:
+            task._parts = [Part(task, ai, ci) for ai, a in enumerate(task.domain.actions) for ci in range(len(a.conjuncts))]
+        self.task, self.parts = task, task._parts
+        self.found = [{} for _ in self.parts]          # per part: full binding -> its record
+        self.watchers = defaultdict(set)               # (atom, value that ends it) -> {(part, full binding)}
+        for pi, part in enumerate(self.parts):
+            out = []
+            part.join(task.static, state, out.append)
+            for full in out: self._add(pi, full)
+
+    def copy(self) -> "Grounding":
+        "An independent copy (to play on from the same state)."
+        out = Grounding.__new__(Grounding)
+        out.task, out.parts = self.task, self.parts
+        out.found = [dict(f) for f in self.found]
+        out.watchers = defaultdict(set, {k: set(v) for k, v in self.watchers.items() if v})
+        return out
+
+    def _add(self, pi: int, full: tuple):
+        "Record solution `full` of part `pi` and the fluent atoms whose change would end it."
+        found = self.found[pi]
+        if full in found: return
+        rec = self.task._records.get((pi, full))
+        if rec is None: rec = self.task._records[(pi, full)] = self.parts[pi].record(self.task, full)
+        found[full] = rec
+        for w in rec[2]: self.watchers[w].add((pi, full))
+
+    def update(self, state: FactTable, changes):
+        "Bring the solutions up to date after `changes` [(atom, new value)] turned the old state into `state`."
+        for change in changes:                          # solutions that relied on the old value end
+            for pi, full in self.watchers.pop(change, ()):
+                rec = self.found[pi].pop(full, None)
+                if rec is None: continue
+                for w in rec[2]:
+                    s = self.watchers.get(w)
+                    if s is not None: s.discard((pi, full))
+        static, out = self.task.static, []
+        for pi, part in enumerate(self.parts):          # new solutions use a changed atom in one of their literals
+            for j, pos, pred, args in part.watch:
+                for atom, value in changes:
+                    if value != pos or atom[0] != pred or len(atom) != len(args) + 1: continue
+                    seed = self._unify(args, atom[1:], part.types)
+                    if seed is None: continue
+                    bound, join = part.seeded(j)
+                    join(static, state, out.append, *(seed[v] for v in bound))
+                    for full in out: self._add(pi, full)
+                    out.clear()
+
+    def _unify(self, args, values, types) -> dict | None:
+        "The binding that grounds literal arguments `args` to `values`, or None (type or constant clash)."
+        seed = {}
+        for a, v in zip(args, values):
+            if not a.startswith("?"):
+                if a != v: return None
+            elif a in seed:
+                if seed[a] != v: return None
+            elif not self.task._is_sub(self.task.objects.get(v, "object"), types.get(a, "object")): return None
+            else: seed[a] = v
+        return seed
+
+    def applicable(self) -> dict:
+        "The current `Task.applicable(state)` (the same keys and effect lists)."
+        out = {}
+        for found in self.found:
+            for key, listed, _ in found.values():
+                if listed is not None: out.setdefault(key, []).append(listed)
+        return out

@@ -4,6 +4,9 @@
 Ours: `EnvGroup`s on one bounded `EnvPool`, every branch stepping on its own with `step_branch_async`.
 Fast: the same `EnvGroup`s with `engine="fast"` (in this process, no workers), same actions.
 Resets: one branch of each game loaded and reset from cold in this process, per engine (mean seconds).
+CPU time: both runs of ours also count the CPU seconds their stepping took (this process plus the `EnvPool`
+workers), so the fast/TextWorld ratio per CPU second, printed on the line before the last, holds on a busy machine;
+resets are timed in CPU seconds too.
 Baseline: ALFWorld's way, `textworld.gym.register_games(..., asynchronous=True)` with ALFWorld's wrappers,
 one process per branch, all 64 stepped together per call. Peak RSS is summed over this process and all
 its children, sampled every 50 ms; PSS (shared pages split between processes) is printed too, since RSS
@@ -72,8 +75,17 @@ def rng_for(g: int, b: int) -> random.Random:
     return random.Random(1000 * g + b)
 
 
+def cpu_seconds() -> float:
+    "CPU seconds (user + system) used so far by this process and its live children (the `EnvPool` workers)."
+    me, total = psutil.Process(), time.process_time()
+    for p in me.children(recursive=True):
+        try: total += sum(p.cpu_times()[:2])
+        except psutil.Error: pass
+    return total
+
+
 def run_ours(games, branches, steps, workers, engine="textworld"):
-    "Step every branch independently (EnvPool, or in-process for the fast engine); (steps, seconds, setup seconds, pss MB)."
+    "Step every branch independently (EnvPool, or in-process for the fast engine); (steps, seconds, setup seconds, pss MB, CPU seconds)."
     t0 = time.perf_counter()
     pool = EnvPool(num_workers=workers) if engine == "textworld" else None
     if pool is not None: pool.info()                     # wait until the workers are up
@@ -91,26 +103,28 @@ def run_ours(games, branches, steps, workers, engine="textworld"):
 
     async def main():
         starts = await asyncio.gather(*(grp.reset_async() for grp in groups))
-        t1 = time.perf_counter()
+        t1, c1 = time.perf_counter(), cpu_seconds()
         counts = await asyncio.gather(*(play(gi, grp, st) for gi, (grp, st) in enumerate(zip(groups, starts))))
-        return t1, sum(counts), time.perf_counter()
-    t1, n, t2 = asyncio.run(main())
+        return t1, sum(counts), time.perf_counter(), cpu_seconds() - c1
+    t1, n, t2, cpu = asyncio.run(main())
     pss = TreeMemory().pss()
     for grp in groups: grp.close()
     if pool is not None: pool.close()
-    return n, t2 - t1, t1 - t0, pss
+    return n, t2 - t1, t1 - t0, pss, cpu
 
 
 def reset_seconds(games, engine):
-    "Mean seconds to load and reset one branch of a game from cold, in this process."
+    "Mean (seconds, CPU seconds) to load and reset one branch of a game from cold, in this process."
     from alfworld_rl import fast_engine
     cache_textgen_parsing(); cache_pddl_translation()    # as in the project's workers
-    total = 0.0
+    total = cpu = 0.0
     for g in games:
         fast_engine._cache.clear()
         env = FastBranchEnv() if engine == "fast" else BranchEnv()
-        t = time.perf_counter(); env.reset(g.game_file, 10); total += time.perf_counter() - t
-    return total / len(games)
+        t, c = time.perf_counter(), time.process_time()
+        env.reset(g.game_file, 10)
+        total += time.perf_counter() - t; cpu += time.process_time() - c
+    return total / len(games), cpu / len(games)
 
 
 def run_baseline(games, branches, steps):
@@ -160,17 +174,20 @@ if __name__ == "__main__":
     print(f"{a.games} games x {a.branches} branches x up to {a.steps} random admissible steps; "
           f"{psutil.cpu_count()} CPUs; EnvPool workers={workers}", flush=True)
     with TreeMemory() as mem_ours:
-        n, secs, setup, pss = run_ours(games, a.branches, a.steps, workers)
+        n, secs, setup, pss, cpu = run_ours(games, a.branches, a.steps, workers)
     ours = n / secs
     print(f"EnvPool   : {n} steps in {secs:.1f} s = {ours:.1f} steps/s (setup {setup:.1f} s); "
           f"peak RSS {mem_ours.peak:.0f} MB, PSS while stepping {pss:.0f} MB", flush=True)
     with TreeMemory() as mem_fast:
-        fn, fsecs, fsetup, fpss = run_ours(games, a.branches, a.steps, workers, engine="fast")
+        fn, fsecs, fsetup, fpss, fcpu = run_ours(games, a.branches, a.steps, workers, engine="fast")
     fast = fn / fsecs
     print(f"Fast      : {fn} steps in {fsecs:.2f} s = {fast:.1f} steps/s (setup {fsetup:.1f} s); "
           f"peak RSS {mem_fast.peak:.0f} MB", flush=True)
-    fast_reset, tw_reset = reset_seconds(games, "fast"), reset_seconds(games, "textworld")
+    (fast_reset, fast_reset_cpu), (tw_reset, tw_reset_cpu) = reset_seconds(games, "fast"), reset_seconds(games, "textworld")
     print(f"Reset (cold, one branch): fast {fast_reset:.3f} s, TextWorld {tw_reset:.3f} s", flush=True)
+    fast_cpu, tw_cpu = fn / fcpu, n / cpu
+    print(f"CPU: fast {fn} steps in {fcpu:.2f} CPU-s = {fast_cpu:.0f} steps/CPU-s; EnvPool {n} steps in {cpu:.1f} CPU-s "
+          f"(this process + workers) = {tw_cpu:.1f} steps/CPU-s; resets {fast_reset_cpu:.3f} vs {tw_reset_cpu:.3f} CPU-s", flush=True)
     base, mem_base_peak = float("nan"), float("nan")
     if not a.skip_batch_env:
         with TreeMemory() as mem_base:
@@ -180,5 +197,7 @@ if __name__ == "__main__":
               f"peak RSS {mem_base.peak:.0f} MB, PSS while stepping {bpss:.0f} MB", flush=True)
     print(f"env_steps_per_s={ours:.2f} baseline_steps_per_s={base:.2f} "
           f"peak_rss_mb={mem_ours.peak:.0f} baseline_peak_rss_mb={mem_base_peak:.0f}")
+    print(f"fast_steps_per_cpu_s={fast_cpu:.0f} textworld_steps_per_cpu_s={tw_cpu:.1f} cpu_speedup={fast_cpu / tw_cpu:.1f} "
+          f"fast_reset_cpu_s={fast_reset_cpu:.4f} textworld_reset_cpu_s={tw_reset_cpu:.3f} reset_cpu_speedup={tw_reset_cpu / fast_reset_cpu:.0f}")
     print(f"fast_steps_per_s={fast:.1f} textworld_steps_per_s={ours:.2f} speedup={fast / ours:.1f} "
           f"fast_reset_s={fast_reset:.3f} textworld_reset_s={tw_reset:.3f}")
