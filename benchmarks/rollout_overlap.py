@@ -6,7 +6,12 @@ times) and what a round-synchronous schedule (each round waits for the slowest l
 the same recorded latencies. efficiency = critical_path / wall (1.0 = nothing waited on anything else).
 Env times are measured around each `step_branch_async`, so they include waiting for a free worker of the pool.
 
+With `--engine both` the same rollout runs once on each engine (the fast engine in-process, TextWorld through
+the env worker pool) and a last line compares them: `fast_wall_s=... textworld_wall_s=... rollout_speedup=...`
+(a small `--mean-latency` shows the environment-bound case).
+
     uv run python benchmarks/rollout_overlap.py [--games 8] [--group-size 8] [--mean-latency 0.5] [--sigma 1.0]
+                                                [--engine textworld|fast|both]
 """
 import argparse, math, random, time
 from pathlib import Path
@@ -49,7 +54,9 @@ def main(argv=None) -> int:
     ap.add_argument("--sigma", type=float, default=1.0)
     ap.add_argument("--malformed-rate", type=float, default=0.3, help="share of turns answered malformed (varies lengths)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--engine", choices=("textworld", "fast", "both"), default="textworld")
     a = ap.parse_args(argv)
+    if not a.mean_latency > 0: ap.error("--mean-latency must be > 0")
     from transformers import AutoTokenizer
     from alfworld_rl.data import discover_games
     from alfworld_rl.policies import ExpertPolicy, MalformedPolicy
@@ -69,9 +76,21 @@ def main(argv=None) -> int:
             if rng.random() < a.malformed_rate: return self.bad.reply(prompt_text, context, rng)
             return super().reply(prompt_text, context, rng)
 
-    policy = NoisyExpert(tok, latency=latency)
+    walls = {}
+    for engine in (("fast", "textworld") if a.engine == "both" else (a.engine,)):
+        walls[engine] = run_once(a, games, tok, NoisyExpert(tok, latency=latency), engine)
+    if len(walls) == 2:
+        print(f"fast_wall_s={walls['fast']:.2f} textworld_wall_s={walls['textworld']:.2f} "
+              f"rollout_speedup={walls['textworld'] / walls['fast']:.2f}")
+    return 0
+
+
+def run_once(a, games, tok, policy, engine: str) -> float:
+    "One rollout of `games` on `engine`; prints its lines and returns its wall-clock seconds."
+    from alfworld_rl.rollout import RolloutConfig, run_rollout
     cfg = RolloutConfig(group_size=a.group_size, max_episode_steps=30, max_trajectory_tokens=12000,
-                        max_assistant_tokens=256, seed=a.seed, max_requests_in_flight=a.games * a.group_size)
+                        max_assistant_tokens=256, seed=a.seed, max_requests_in_flight=a.games * a.group_size,
+                        engine=engine)
     from tqdm.auto import tqdm
     bar = tqdm(total=len(games) * a.group_size, desc="trajectories")
     t0 = time.perf_counter()
@@ -85,9 +104,9 @@ def main(argv=None) -> int:
           f"won {sum(t.won for t in trajs)}/{len(trajs)}; requests {len(policy.requests)}; "
           f"env step time total {sum(s.env_seconds for t in trajs for s in t.steps):.1f}s; "
           f"max reset {max(t.reset_seconds for t in trajs):.1f}s")
-    print(f"trajectories={len(trajs)} wall_s={wall:.2f} critical_path_s={crit:.2f} lockstep_s={lock:.2f} "
+    print(f"engine={engine} trajectories={len(trajs)} wall_s={wall:.2f} critical_path_s={crit:.2f} lockstep_s={lock:.2f} "
           f"efficiency={crit / wall:.3f}")
-    return 0
+    return wall
 
 
 if __name__ == "__main__":
