@@ -10,7 +10,8 @@ from pathlib import Path
 # %% auto #0
 __all__ = ['STATUS_TAG_ENV', 'DEFAULT_DATA_ROOT', 'UserError', 'user_error_from_report', 'patch_textworld', 'resolve_data_root',
            'import_alfworld', 'canonicalize_action', 'append_jsonl', 'CorruptFileError', 'read_jsonl',
-           'read_json_object', 'rewrite_jsonl', 'truncate_partial_line', 'seed_everything', 'user_cache_dir']
+           'read_json_object', 'rewrite_jsonl', 'truncate_partial_line', 'deferred_interrupt', 'seed_everything',
+           'user_cache_dir']
 
 # %% ../nbs/00_core.ipynb #3b1f0c7f
 import warnings
@@ -135,6 +136,24 @@ def truncate_partial_line(path: str | os.PathLike) -> None:
     if not path.exists(): return
     data = path.read_bytes()
     if data and not data.endswith(b"\n"): path.write_bytes(data[: data.rfind(b"\n") + 1])
+
+# %% ../nbs/00_core.ipynb #c3920772
+import signal, threading
+
+class deferred_interrupt:
+    "Hold a Ctrl-C (SIGINT) that arrives inside the block; raise `KeyboardInterrupt` when the block ends."
+    def __enter__(self):
+        self.held, self.old = False, None
+        if threading.current_thread() is threading.main_thread():
+            self.old = signal.signal(signal.SIGINT, self._hold)
+        return self
+
+    def _hold(self, signum, frame): self.held = True
+
+    def __exit__(self, exc_type, exc, tb):
+        if self.old is not None: signal.signal(signal.SIGINT, self.old)
+        if self.held and exc_type is None: raise KeyboardInterrupt
+        return False
 
 # %% ../nbs/00_core.ipynb #5482411b
 def seed_everything(seed: int) -> None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, asdict, fields
 from pathlib import Path
 from types import SimpleNamespace
 
-from .core import UserError, append_jsonl, read_jsonl, seed_everything
+from .core import UserError, append_jsonl, deferred_interrupt, read_jsonl, seed_everything
 from .output import tell
 from .settings import (Setting, configuration, pick, integer, flag, check_settings, add_arguments, given,
                                   MODEL, DATA, SCHEDULE, ROLLOUT, OPTIMIZER, LOGGING, RUN_DIR)
@@ -195,10 +195,11 @@ class SFTRun:
                   "train/train_tokens": counts["train_tokens"], "train/loss_tokens": counts["loss_tokens"]}
         for k, v in (getattr(opt_out, "metrics", None) or {}).items(): record[f"optim/{k}"] = v
         record["time/update_s"] = time.perf_counter() - t0
-        append_jsonl(self.run_dir / "metrics.jsonl", record)
-        self.swan.log(record)
-        self.step = step
-        if c.save_every and step % c.save_every == 0 or step == c.max_steps: self.save()
+        with deferred_interrupt():           # a Ctrl-C here waits until the record and its save are both written
+            append_jsonl(self.run_dir / "metrics.jsonl", record)
+            self.swan.log(record)
+            self.step = step
+            if c.save_every and step % c.save_every == 0 or step == c.max_steps: self.save()
         if self.bar is not None:
             self.bar.update(1)
             self.bar.set_postfix_str(f"loss {record['train/loss']:.4f}", refresh=True)

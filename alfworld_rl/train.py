@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .data import GameBatches
-from .core import UserError, append_jsonl, read_jsonl, resolve_data_root, rewrite_jsonl, seed_everything
+from .core import UserError, append_jsonl, deferred_interrupt, read_jsonl, resolve_data_root, rewrite_jsonl, seed_everything
 from .output import execute_notebook, tell
 from .settings import project, to_parameters
 from .train_config import (TrainConfig, add_train_arguments, given_settings, resolve_train_config,
@@ -298,11 +298,12 @@ class Trainer:
         record.update(self.timings)
         record["time/update_s"] = time.perf_counter() - self.t0
         if not datums: tell(f"Update {step}: every group is degenerate (no advantage); skipped the optimizer step")
-        append_jsonl(self.run_dir / "metrics.jsonl", record)
-        append_jsonl(self.run_dir / "samples.jsonl", sample_record(step, batch.trajectories))
-        self.swan.log(record)
-        self.step = step
-        if c.save_every and step % c.save_every == 0 or step == c.max_steps: self.save()
+        with deferred_interrupt():           # a Ctrl-C here waits until the record and its save are both written
+            append_jsonl(self.run_dir / "metrics.jsonl", record)
+            append_jsonl(self.run_dir / "samples.jsonl", sample_record(step, batch.trajectories))
+            self.swan.log(record)
+            self.step = step
+            if c.save_every and step % c.save_every == 0 or step == c.max_steps: self.save()
         if self.bar is not None:
             self.bar.update(1)
             self.bar.set_postfix_str(f"update {step}: reward {record['rollout/reward_mean']:.3f} "
