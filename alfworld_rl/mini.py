@@ -51,6 +51,8 @@ class MiniSettings:
     ppo_games_per_batch: int = 4
     group_size: int = 8
     ppo_learning_rate: float = 1e-4
+    ppo_epochs: int = 1                    # passes over each update's rollouts (1: one optimizer step per update)
+    ppo_minibatches: int = 1
     temperature: float = 1.0
     advantage: str = "gigpo"
     advantage_norm: str = "mean"
@@ -161,7 +163,8 @@ def ppo_config(s: MiniSettings, paths: MiniPaths, seed: int, init_state: str | N
                        games_per_batch=s.ppo_games_per_batch, group_size=s.group_size,
                        max_episode_steps=s.max_episode_steps, max_trajectory_tokens=s.max_trajectory_tokens,
                        max_assistant_tokens=s.max_assistant_tokens, temperature=s.temperature,
-                       learning_rate=s.ppo_learning_rate, save_every=0, run_name=paths.ppo_run(seed).name,
+                       learning_rate=s.ppo_learning_rate, ppo_epochs=s.ppo_epochs, ppo_minibatches=s.ppo_minibatches,
+                       save_every=0, run_name=paths.ppo_run(seed).name,
                        swanlab_mode="disabled", data_root=str(paths.data), lora_rank=s.lora_rank, seed=seed,
                        output_dir=str(paths.runs), init_state=init_state, context=s.context,
                        history_length=s.history_length, advantage=s.advantage, advantage_norm=s.advantage_norm,

@@ -251,24 +251,42 @@ class Trainer:
         from alfworld_rl.ppo import build_datums
         return build_datums(batch.trajectories)
 
+    def minibatches(self, n: int) -> list[list[int]]:
+        "Datum indices of every optimizer step of this update: `ppo_epochs` passes of `ppo_minibatches` parts each."
+        c = self.config
+        if c.ppo_epochs == 1 and c.ppo_minibatches == 1: return [list(range(n))]     # the reference: one step
+        rng, steps = random.Random(f"{c.seed}:ppo:{self.current}"), []
+        for _ in range(c.ppo_epochs):
+            order = list(range(n)); rng.shuffle(order)
+            steps += [order[k::c.ppo_minibatches] for k in range(c.ppo_minibatches) if order[k::c.ppo_minibatches]]
+        return steps
+
     def train_on(self, datums: list) -> dict:
-        "One PPO forward_backward over all `datums` and one Adam step; {} when there is nothing to train on."
+        "PPO on `datums`: one forward_backward and Adam step per minibatch of every pass; {} when there is nothing to train on."
         import pytrio
         if not datums: return {}
         c = self.config
-        self._phase(f"training on {len(datums)} trajectories")
+        self._phase(f"training on {len(datums)} datums")
         t = time.perf_counter()
-        fb = self.tc.forward_backward(datums, "ppo", {"clip_low_threshold": c.ppo_clip_low,
-                                                      "clip_high_threshold": c.ppo_clip_high})
-        opt = self.tc.optim_step(pytrio.AdamParams(learning_rate=c.learning_rate, beta1=c.adam_beta1, beta2=c.adam_beta2,
-                                                   eps=c.adam_eps, weight_decay=c.weight_decay, grad_clip_norm=c.grad_clip))
-        fb_out, opt_out = fb.result(), opt.result()
+        clip = {"clip_low_threshold": c.ppo_clip_low, "clip_high_threshold": c.ppo_clip_high}
+        adam = pytrio.AdamParams(learning_rate=c.learning_rate, beta1=c.adam_beta1, beta2=c.adam_beta2,
+                                 eps=c.adam_eps, weight_decay=c.weight_decay, grad_clip_norm=c.grad_clip)
+        results = []
+        for part in self.minibatches(len(datums)):
+            fb = self.tc.forward_backward([datums[i] for i in part], "ppo", clip)
+            opt = self.tc.optim_step(adam)
+            results.append((fb.result(), opt.result()))
         self.timings["time/train_s"] = time.perf_counter() - t
+        (fb_out, _), (last_fb, opt_out) = results[0], results[-1]
         out = {"train/loss": fb_out.metrics.get("loss_mean"), "train/loss_sum": fb_out.metrics.get("loss_sum"),
-               "train/token_count": fb_out.metrics.get("token_count")}
-        # the backend's own train/* metrics: on the local backend, how far the learner's logprobs of the sampled
-        # tokens are from the sampler's (train/logprob_diff_abs_mean, train/ratio_mean, train/ratio_max, train/clip_fraction)
+               "train/token_count": fb_out.metrics.get("token_count"), "train/optimizer_steps": len(results)}
+        # the backend's own train/* metrics of the first step: on the local backend, how far the learner's logprobs of
+        # the sampled tokens are from the sampler's (train/logprob_diff_abs_mean, train/ratio_mean, train/ratio_max,
+        # train/clip_fraction); with several steps, the last step's as train/..._last (how far the policy has moved)
         out.update({k: v for k, v in fb_out.metrics.items() if k.startswith("train/")})
+        if len(results) > 1:
+            out.update({f"{k}_last": v for k, v in last_fb.metrics.items() if k.startswith("train/")})
+            out["train/loss_last"] = last_fb.metrics.get("loss_mean")
         for k, v in (getattr(opt_out, "metrics", None) or {}).items(): out[f"optim/{k}"] = v
         return out
 

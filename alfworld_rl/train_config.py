@@ -33,6 +33,9 @@ PPO = {
     "ppo_clip_low": Setting(float, 0.8, "lower bound of PPO's ratio clip",
                             number("in (0, 1] (0 < low <= 1 <= high)", lambda v: 0 < v <= 1)),
     "ppo_clip_high": Setting(float, 1.2, "upper bound of PPO's ratio clip", number(">= 1 (0 < low <= 1 <= high)", lambda v: v >= 1)),
+    "ppo_epochs": Setting(int, 1, "passes of PPO over each update's rollouts (1, the reference: one optimizer step per "
+                          "update, so the ratio is 1 and the clip never acts)", integer(1)),
+    "ppo_minibatches": Setting(int, 1, "minibatches per pass, each its own optimizer step (datums shuffled per pass)", integer(1)),
     "init_state": Setting(str, None, "start the LoRA from the weights of a saved state (e.g. an `alfworld-rl sft` "
                           "Saved state: path); fresh optimizer", optional=True),
     **ADVANTAGE,

@@ -51,7 +51,7 @@ FLAGS = {
               "--data-root", "d", "--train-split", "valid_seen", "--max-train-games", "5",
               "--no-include-admissible-actions", "--lora-rank", "8", "--adam-beta1", "0.8", "--adam-beta2", "0.9",
               "--adam-eps", "1e-8", "--weight-decay", "0.1", "--grad-clip", "0.5", "--ppo-clip-low", "0.7",
-              "--ppo-clip-high", "1.3", "--seed", "3", "--output-dir", "r", "--max-requests-in-flight", "8",
+              "--ppo-clip-high", "1.3", "--ppo-epochs", "2", "--ppo-minibatches", "3", "--seed", "3", "--output-dir", "r", "--max-requests-in-flight", "8",
               "--prefill-price-per-m", "0.1", "--sample-price-per-m", "0.2", "--train-price-per-m", "0.3",
               "--init-state", "s", "--context", "window", "--history-length", "3", "--advantage", "gigpo",
               "--advantage-norm", "mean_std", "--gamma", "0.9", "--step-advantage-weight", "0.5", "--engine", "fast"],
@@ -144,7 +144,7 @@ def test_saved_config_keys_are_unchanged():
              "max_trajectory_tokens", "max_assistant_tokens", "temperature", "top_p", "learning_rate", "save_every",
              "run_name", "swanlab_mode", "swanlab_project", "data_root", "train_split", "max_train_games",
              "include_admissible_actions", "lora_rank", "adam_beta1", "adam_beta2", "adam_eps", "weight_decay", "grad_clip",
-             "ppo_clip_low", "ppo_clip_high", "seed", "output_dir", "max_requests_in_flight", "prefill_price_per_m",
+             "ppo_clip_low", "ppo_clip_high", "ppo_epochs", "ppo_minibatches", "seed", "output_dir", "max_requests_in_flight", "prefill_price_per_m",
              "sample_price_per_m", "train_price_per_m", "init_state", "context", "history_length", "advantage",
              "advantage_norm", "gamma", "step_advantage_weight", "engine"}
     sft = {"base_model", "backend", "device", "dtype", "data_root", "train_split", "max_train_games", "max_steps",

@@ -46,3 +46,21 @@ def test_one_ppo_update_from_the_shipped_base_follows_the_advantages(small_data_
     # tool-call format, so both sets can move the same way; what the update must do is separate them)
     assert moved[adv > 0].mean() > moved[adv < 0].mean() + 1e-3, (adv, moved)
     assert np.abs(moved).max() > 1e-3                                        # it did move
+
+
+def test_several_ppo_steps_per_update_move_the_policy_within_the_update(small_data_root, tmp_path):
+    """`ppo_epochs=2, ppo_minibatches=2`: four optimizer steps in one update of the real loop; the first step trains
+    the sampler's own policy (ratio 1), the last one a policy the earlier steps have already moved."""
+    from alfworld_rl.core import read_jsonl
+    from alfworld_rl.train import train
+    from alfworld_rl.train_config import TrainConfig
+    c = TrainConfig(base_model="mini-base", backend="local", max_steps=1, games_per_batch=2, group_size=4,
+                    max_episode_steps=4, max_trajectory_tokens=4096, max_assistant_tokens=48, learning_rate=2e-3,
+                    save_every=0, run_name="epochs", swanlab_mode="disabled", data_root=str(small_data_root),
+                    lora_rank=16, seed=3, output_dir=str(tmp_path), context="window", advantage="gigpo", engine="fast",
+                    ppo_epochs=2, ppo_minibatches=2)
+    train(c, progress=False)
+    rec = read_jsonl(tmp_path / "epochs" / "metrics.jsonl")[-1]
+    assert rec["train/datums"] >= 4 and rec["train/optimizer_steps"] == 4, rec
+    assert rec["train/logprob_diff_abs_mean"] < 1e-3, rec                 # step 1: the learner is still the sampler
+    assert rec["train/logprob_diff_abs_mean_last"] > 1e-3, rec            # step 4: three steps have moved it
