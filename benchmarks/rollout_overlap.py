@@ -60,7 +60,6 @@ def main(argv=None) -> int:
     from transformers import AutoTokenizer
     from alfworld_rl.data import discover_games
     from alfworld_rl.policies import ExpertPolicy, MalformedPolicy
-    from alfworld_rl.rollout import RolloutConfig, run_rollout
     from alfworld_rl.tiny_model import tiny_qwen3_path
 
     games = discover_games(data_root(a.games), "train")[: a.games]
