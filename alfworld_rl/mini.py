@@ -11,89 +11,97 @@ from pathlib import Path
 from .core import UserError, append_jsonl, read_jsonl
 
 # %% auto #0
-__all__ = ['MINI', 'SMOKE', 'PRESETS', 'GAME_KEYS', 'MiniSettings', 'validate_settings', 'settings_from', 'MiniPaths',
-           'mini_data', 'base_model_path', 'sft_config', 'ppo_config', 'eval_config', 'run_sft_stage', 'run_ppo_stage',
+__all__ = ['MINI_GAMES', 'MINI_EPISODES', 'MINI_SFT', 'MINI_PPO', 'MINI_EVAL', 'MINI', 'SMOKE', 'PRESETS', 'GAME_KEYS',
+           'MINI_FLAGS', 'MiniSettings', 'validate_settings', 'settings_from', 'MiniPaths', 'mini_data',
+           'base_model_path', 'sft_config', 'ppo_config', 'eval_config', 'run_sft_stage', 'run_ppo_stage',
            'run_eval_stage', 'eval_label', 'run_mini', 'mini_demonstrations', 'seed_summaries', 'mean_summary',
            'mean_summaries', 'seed_table', 'plot_curves', 'before_after', 'stage_seconds', 'result_line',
            'cli_mini_parser', 'cli_mini']
 
 # %% ../nbs/60_mini.ipynb #7ad99491
-@dataclass
+from .settings import (Setting, configuration, settings_of, integer, check_value, flag, MODEL, ROLLOUT,
+                                  OPTIMIZER, ENGINES)
+from .sft import DEMONSTRATIONS
+from .train_config import ADVANTAGE, PPO
+
+def _lr(default: float, stage: str) -> Setting: return OPTIMIZER["learning_rate"].but(default=default, help=f"{stage} Adam learning rate")
+def _rate(default: float, what: str) -> Setting: return ROLLOUT["temperature"].but(default=default, help=what)
+def _count(default: int, help: str, lo: int = 1) -> Setting: return Setting(int, default, help, integer(lo))
+
+MINI_GAMES = {       # generated once, shared by every seed
+    "train_games": _count(120, "training games"),
+    "valid_games": _count(60, "games per validation split"),
+    "data_seed": _count(0, "seed of the game generator", lo=0),
+    "min_receptacles": _count(4, "fewest receptacles in a room"),
+    "max_receptacles": _count(5, "most receptacles in a room"),
+    "distractors": _count(2, "distractor objects per room"),
+    "max_plan_steps": _count(12, "longest expert plan a generated game may have"),
+}
+MINI_EPISODES = {    # shared by SFT prompts, PPO rollouts and evaluation
+    "base_model": MODEL["base_model"].but(default="mini-base"),
+    "max_episode_steps": ROLLOUT["max_episode_steps"].but(default=12),
+    "max_trajectory_tokens": ROLLOUT["max_trajectory_tokens"].but(default=6000),
+    "max_assistant_tokens": ROLLOUT["max_assistant_tokens"].but(default=48),
+    "context": ROLLOUT["context"].but(default="window"),
+    "history_length": ROLLOUT["history_length"],
+    "lora_rank": OPTIMIZER["lora_rank"].but(default=64),
+    "engine": ROLLOUT["engine"].but(default="fast"),
+}
+MINI_SFT = {         # behaviour cloning on searching-expert demonstrations
+    "demos_per_game": DEMONSTRATIONS["demos_per_game"].but(default=4),
+    "max_detours": DEMONSTRATIONS["max_detours"].but(default=2),
+    "sft_steps": _count(120, "SFT steps"),
+    "sft_games_per_batch": _count(4, "games per SFT step"),
+    "sft_learning_rate": _lr(3e-3, "SFT"),
+}
+MINI_PPO = {
+    "ppo_steps": _count(10, "PPO updates"),
+    "ppo_games_per_batch": _count(4, "games per PPO update"),
+    "group_size": ROLLOUT["group_size"].but(rule=integer(2, note="a group needs two branches to compare")),
+    "ppo_learning_rate": _lr(1e-4, "PPO"),
+    "ppo_epochs": PPO["ppo_epochs"],
+    "ppo_minibatches": PPO["ppo_minibatches"],
+    "temperature": _rate(1.0, "sampling temperature of the PPO rollouts"),
+    "advantage": ADVANTAGE["advantage"].but(default="gigpo"),
+    "advantage_norm": ADVANTAGE["advantage_norm"],
+    "gamma": ADVANTAGE["gamma"],
+}
+MINI_EVAL = {
+    "eval_temperature": _rate(1.0, "sampling temperature of the evaluations (the rollout temperature: the policy PPO optimises)"),
+    "eval_games_per_batch": _count(30, "games in flight at once during evaluation"),
+}
+
+@configuration(MINI_GAMES, MINI_EPISODES, MINI_SFT, MINI_PPO, MINI_EVAL)
 class MiniSettings:
     "Every knob of the mini recipe: games, base model, episodes, SFT, PPO, evaluation and seeds."
     seeds: tuple = (0, 1, 2)
-    # games (generated once, shared by every seed)
-    train_games: int = 120
-    valid_games: int = 60                  # per validation split
-    data_seed: int = 0
-    min_receptacles: int = 4
-    max_receptacles: int = 5
-    distractors: int = 2
-    max_plan_steps: int = 12
     task_types: tuple = ("pick_and_place_simple", "look_at_obj_in_light")   # the two shortest of the six
-    # the base model: the shipped `mini-base` (see alfworld_rl.mini_model), or a model directory
-    base_model: str = "mini-base"
-    # episodes (shared by SFT prompts, PPO rollouts and evaluation)
-    max_episode_steps: int = 12
-    max_trajectory_tokens: int = 6000
-    max_assistant_tokens: int = 48
-    context: str = "window"
-    history_length: int = 2
-    lora_rank: int = 64
-    # SFT on searching-expert demonstrations
-    demos_per_game: int = 4
-    max_detours: int = 2
-    sft_steps: int = 120
-    sft_games_per_batch: int = 4
-    sft_learning_rate: float = 3e-3
-    # PPO
-    ppo_steps: int = 10
-    ppo_games_per_batch: int = 4
-    group_size: int = 8
-    ppo_learning_rate: float = 1e-4
-    ppo_epochs: int = 1                    # passes over each update's rollouts (1: one optimizer step per update)
-    ppo_minibatches: int = 1
-    temperature: float = 1.0
-    advantage: str = "gigpo"
-    advantage_norm: str = "mean"
-    gamma: float = 0.95
-    # evaluation
-    eval_temperature: float = 1.0          # the rollout temperature: the policy PPO optimises
-    eval_games_per_batch: int = 30
-    engine: str = "fast"                 # env engine of SFT, PPO and evaluation: fast (exact, in-process) | textworld
 
 MINI = MiniSettings()
 SMOKE = MiniSettings(seeds=(0,), train_games=6, valid_games=2, max_episode_steps=6, max_assistant_tokens=24,
                      lora_rank=32, demos_per_game=2, sft_steps=2, sft_games_per_batch=3, ppo_steps=1,
                      ppo_games_per_batch=2, group_size=2, eval_games_per_batch=4)
 PRESETS = {"mini": MINI, "smoke": SMOKE}
-GAME_KEYS = ("train_games", "valid_games", "data_seed", "min_receptacles", "max_receptacles", "distractors", "max_plan_steps", "task_types")
-
+GAME_KEYS = (*MINI_GAMES, "task_types")
 
 # %% ../nbs/60_mini.ipynb #ff9f5788
+MINI_FLAGS = ("seeds", "data_seed", "engine")          # the settings `alfworld-rl mini` takes as flags
+
 def validate_settings(s: MiniSettings) -> MiniSettings:
-    "Check `s`; raise `UserError(status=2)` naming the first bad setting."
-    from alfworld_rl.train_config import check_method_flags
-    def bad(name, rule): return UserError(f"mini setting {name} must be {rule} (got {getattr(s, name)!r})", status=2)
-    if not s.seeds or any(not isinstance(x, int) or x < 0 for x in s.seeds) or len(set(s.seeds)) != len(s.seeds):
+    "Check `s` against the rules of its settings, then across settings; `UserError(status=2)` naming the first bad one."
+    def bad(name, rule, value=None):
+        what = flag(name) if name in MINI_FLAGS else f"mini setting {name}"
+        return UserError(f"{what} must be {rule} (got {getattr(s, name) if value is None else value!r})", status=2)
+    for name, setting in settings_of(s).items():
+        try: check_value(name, setting, getattr(s, name))
+        except UserError: raise bad(name, setting.rule.words() if setting.rule else setting.type.__name__) from None
+    if not s.seeds or any(not isinstance(x, int) or isinstance(x, bool) or x < 0 for x in s.seeds) or len(set(s.seeds)) != len(s.seeds):
         raise bad("seeds", "distinct integers >= 0, at least one")
-    if s.engine not in ("textworld", "fast"): raise bad("engine", "textworld or fast")
     from alfworld_rl.generate import TASK_TYPES
     if not s.task_types or any(t not in TASK_TYPES for t in s.task_types) or len(set(s.task_types)) != len(s.task_types):
         raise bad("task_types", f"distinct names among {', '.join(TASK_TYPES)}, at least one")
-    for f in dataclasses.fields(MiniSettings):
-        v = getattr(s, f.name)
-        if f.name in ("seeds", "data_seed"): continue
-        at_least = 0 if f.name in ("max_detours", "history_length") else 1
-        if isinstance(v, int) and not isinstance(v, bool) and v < at_least: raise bad(f.name, f"an integer >= {at_least}")
-    if not isinstance(s.data_seed, int) or s.data_seed < 0: raise UserError(f"--data-seed must be an integer >= 0 (got {s.data_seed!r})", status=2)
-    if s.group_size < 2: raise bad("group_size", "an integer >= 2")
     if s.min_receptacles > s.max_receptacles: raise bad("min_receptacles", f"<= max_receptacles ({s.max_receptacles})")
-    if s.max_assistant_tokens >= s.max_trajectory_tokens: raise bad("max_assistant_tokens", "< max_trajectory_tokens")
-    for name in ("sft_learning_rate", "ppo_learning_rate"):
-        if not getattr(s, name) > 0: raise bad(name, "> 0")
-    if not (s.temperature >= 0 and s.eval_temperature >= 0): raise bad("temperature", ">= 0")
-    check_method_flags(s)
+    if s.max_assistant_tokens >= s.max_trajectory_tokens: raise bad("max_assistant_tokens", f"< max_trajectory_tokens ({s.max_trajectory_tokens})")
     return s
 
 def settings_from(preset: str = "mini", **overrides) -> MiniSettings:
@@ -348,7 +356,7 @@ def cli_mini_parser(parser):
     parser.add_argument("--data-seed", type=int, default=None,
                         help=f"seed of the game generator (default: the committed run's, {MINI.data_seed})")
     parser.add_argument("--no-report", action="store_true", help="run the recipe without executing the experiment notebook")
-    parser.add_argument("--engine", default=None, choices=("textworld", "fast"), help="environment engine (default: the preset's, textworld)")
+    parser.add_argument("--engine", default=None, choices=ENGINES, help=f"environment engine (default: the preset's, {MINI.engine})")
     return parser
 
 def cli_mini(args) -> int:

@@ -15,9 +15,9 @@ from .settings import (Setting, configuration, pick, integer, flag, check_settin
                                   MODEL, DATA, SCHEDULE, ROLLOUT, OPTIMIZER, LOGGING, RUN_DIR)
 
 # %% auto #0
-__all__ = ['DEMONSTRATIONS', 'PROMPTS', 'RESUME_MAY_CHANGE', 'SFTConfig', 'validate_sft_config', 'expert_rollout_config',
-           'expert_trajectories', 'sft_datum', 'sft_datums', 'sft_token_counts', 'SFTRun', 'sft', 'add_sft_arguments',
-           'resolve_sft_config', 'run_sft_report', 'cli_sft_parser', 'cli_sft']
+__all__ = ['DEMONSTRATIONS', 'PROMPTS', 'SFTConfig', 'validate_sft_config', 'expert_rollout_config', 'expert_trajectories',
+           'sft_datum', 'sft_datums', 'sft_token_counts', 'SFTRun', 'sft', 'add_sft_arguments', 'resolve_sft_config',
+           'run_sft_report', 'cli_sft_parser', 'cli_sft']
 
 # %% ../nbs/41_sft.ipynb #c1553d23
 DEMONSTRATIONS = {
@@ -52,8 +52,6 @@ class SFTConfig:
         return Path(self.output_dir) / self.run_name
 
 # %% ../nbs/41_sft.ipynb #c232309e
-RESUME_MAY_CHANGE = ("max_steps", "save_every", "device", "dtype", "swanlab_mode", "swanlab_project", "output_dir")
-
 def validate_sft_config(c: SFTConfig) -> SFTConfig:
     "Check `c`; raise `UserError(status=2)` naming the first bad flag and its allowed range."
     return check_settings(c)                   # every SFT rule is one setting's own
@@ -262,7 +260,7 @@ def add_sft_arguments(parser):
 
 def resolve_sft_config(given: dict, resume: bool = False) -> SFTConfig:
     "The validated config from the flags `given`: defaults, or the saved `config.json` when resuming."
-    from alfworld_rl.train_config import run_started
+    from alfworld_rl.train_config import config_differences, run_started
     config = validate_sft_config(SFTConfig(**given))
     path = config.run_dir / "config.json"
     if not resume:
@@ -275,8 +273,7 @@ def resolve_sft_config(given: dict, resume: bool = False) -> SFTConfig:
     from alfworld_rl.core import read_json_object
     saved = SFTConfig(**{k: v for k, v in read_json_object(path).items() if k in known})
     merged = dataclasses.replace(saved, **given)
-    diffs = [f"{flag(k)} {getattr(merged, k)!r} (the run has {getattr(saved, k)!r})" for k in known
-             if k not in RESUME_MAY_CHANGE and getattr(merged, k) != getattr(saved, k)]
+    diffs = config_differences(saved, merged)
     if diffs: raise UserError(f"--resume: {config.run_dir} was started with other settings: {'; '.join(sorted(diffs))}", status=2)
     return validate_sft_config(merged)
 

@@ -121,10 +121,10 @@ def load_run_config(run_dir: str | os.PathLike) -> TrainConfig:
     known = {f.name for f in fields(TrainConfig)}
     return TrainConfig(**{k: v for k, v in saved.items() if k in known})
 
-def config_differences(saved: TrainConfig, new: TrainConfig) -> list[str]:
-    "Flags whose values differ between `saved` and `new`, ignoring those a resume may change."
+def config_differences(saved, new) -> list[str]:
+    "Flags whose values differ between two configurations of one class (`train`'s or `sft`'s), ignoring those a resume may change."
     out = []
-    for f in fields(TrainConfig):
+    for f in fields(saved):
         if f.name in RESUME_MAY_CHANGE: continue
         a, b = getattr(saved, f.name), getattr(new, f.name)
         if a != b: out.append(f"{flag(f.name)} {b!r} (the run has {a!r})")
