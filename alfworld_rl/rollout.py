@@ -8,9 +8,9 @@ from .core import UserError
 from . import protocol as P
 
 # %% auto #0
-__all__ = ['CONTEXTS', 'STOP_REASONS', 'INVALID_PENALTY', 'ROLLOUT_CONTEXT', 'RolloutConfig', 'sample_seed', 'StepRecord',
-           'Trajectory', 'trajectory_reward', 'group_advantages', 'RolloutBatch', 'rollout_games', 'run_sync',
-           'run_rollout']
+__all__ = ['CONTEXTS', 'STOP_REASONS', 'INVALID_PENALTY', 'ROLLOUT_CONTEXT', 'RolloutConfig', 'sample_seed', 'anchor_state',
+           'StepRecord', 'Trajectory', 'trajectory_reward', 'group_advantages', 'RolloutBatch', 'rollout_games',
+           'run_sync', 'run_rollout']
 
 # %% ../nbs/11_rollout.ipynb #b62942a6
 from .settings import ROLLOUT, configuration, check_settings, check_turn_budget
@@ -32,6 +32,10 @@ def sample_seed(seed: int, game_id: str, branch: int, turn: int) -> int:
     "Deterministic 31-bit sampler seed for one request."
     h = hashlib.blake2b(f"{seed}|{game_id}|{branch}|{turn}".encode(), digest_size=8).digest()
     return int.from_bytes(h, "little") % (2**31 - 1)
+
+def anchor_state(observation: str, admissible: list[str]) -> str:
+    "GiGPO's key of the state an action is taken in: the environment's text there and the commands it admits."
+    return observation + "\n\n" + "\n".join(sorted(admissible))
 
 # %% ../nbs/11_rollout.ipynb #f6fcae38
 STOP_REASONS = ("won", "environment_done", "max_steps", "trajectory_too_long", "env_error")
@@ -57,7 +61,7 @@ class StepRecord:
     sample_seconds: float = 0.0
     env_seconds: float = 0.0
     env_error: str | None = None       # the environment failed on this step (not counted as invalid)
-    anchor_observation: str = ""       # the raw environment text the agent acted on (GiGPO's anchor state)
+    anchor_observation: str = ""       # the state the agent acted in, as `anchor_state` keys it (GiGPO's anchor)
     prompt_tokens: list[int] | None = None   # window context: this turn's own prompt
 
     def to_record(self) -> dict:
@@ -238,7 +242,8 @@ class _Runner:
                                            c.max_episode_steps, c.include_admissible_actions)
         if not window: traj.tokens, traj.logprobs, traj.assistant_mask = list(prompt), [0.0] * len(prompt), [False] * len(prompt)
         admissible = list(start.admissible_commands)
-        anchor = shown = start.observation     # the latest environment text, and the observation the prompt shows
+        shown = start.observation              # the observation the prompt shows
+        anchor = anchor_state(shown, start.admissible_commands)   # the state the next action is taken in
         history, status = [], None             # window context: (observation, action) pairs and the last status
         turn, pending, pending_seconds = 0, first, first_seconds
         try:
@@ -257,11 +262,13 @@ class _Runner:
                                                               (game, branch, turn))
                     pending = seqs[0]
                 seq, sample_seconds, pending = pending, pending_seconds, None
+                before = admissible
                 step, admissible = await self.step(env, traj, turn, seq, sample_seconds, admissible,
                                                    prompt if window else None, anchor)
                 history.append((shown, step.action if step.valid_format else None))
                 shown, status = step.observation, step.status
-                if step.valid_format: anchor = step.observation
+                if step.valid_format and (step.admissible or admissible != before):   # else the state did not change
+                    anchor = anchor_state(step.observation, admissible)
                 turn += 1
                 if step.won: traj.stop_reason = "won"
                 elif step.done: traj.stop_reason = "max_steps" if turn >= c.max_episode_steps else "environment_done"

@@ -59,7 +59,8 @@ def test_window_prompts_show_the_last_steps(small_data_root, tokenizer, history)
                            context="window", history_length=history)
     [traj] = run_rollout(ExpertPolicy(tokenizer), tokenizer, [game], config).trajectories
     assert traj.won and len(traj.steps) >= 3 and traj.context == "window" and traj.tokens == []
-    shown = [traj.steps[0].anchor_observation] + [s.observation for s in traj.steps]
+    first = traj.steps[0].anchor_observation.rsplit("\n\n", 1)[0]      # the key: observation, blank line, commands
+    shown = [first] + [s.observation for s in traj.steps]
     for t, step in enumerate(traj.steps):
         text = tokenizer.decode(step.prompt_tokens)
         assert text.count("Task: ") == 1 and f"Step {t + 1} of 10" in text
@@ -149,6 +150,31 @@ def test_gigpo_on_real_trajectories(small_data_root, tokenizer):
     assign_advantages(batch.trajectories, "gigpo", gamma=1.0)
     assert c.advantage == 0.0 and c.step_advantages is None
     assert a.advantage > 0 and a.step_advantages != before[0]           # the group is now two branches
+
+
+def test_anchor_is_the_state_not_the_text(small_data_root, tokenizer):
+    from alfworld_rl import protocol as P
+    from alfworld_rl.policies import ExpertPolicy, MixedPolicy
+    from alfworld_rl.rollout import anchor_state
+
+    class InadmissibleFirst(ExpertPolicy):
+        "One command outside the admissible list, then the walkthrough."
+        def reply(self, prompt_text, context, rng):
+            if context[2] == 0: return P.format_tool_call("dance with the fridge 1", self.style)
+            return super().reply(prompt_text, context, rng)
+
+    game = discover_games(small_data_root, "train")[0]
+    policy = MixedPolicy([ExpertPolicy(tokenizer), InadmissibleFirst(tokenizer)])
+    a, b = run_rollout(policy, tokenizer, [game], RolloutConfig(group_size=2, max_episode_steps=4, max_assistant_tokens=64,
+                                                               temperature=0.0, context="window")).trajectories
+    assert not b.steps[0].admissible and b.steps[1].admissible and a.steps[0].action == b.steps[1].action
+    # the inadmissible command left the state as it was: b's second step is taken in the first state, and after
+    # the same walkthrough action both branches are in the same state again
+    assert a.steps[0].anchor_observation == b.steps[0].anchor_observation == b.steps[1].anchor_observation
+    assert a.steps[1].anchor_observation == b.steps[2].anchor_observation != a.steps[0].anchor_observation
+    # the key holds the text of the state and its admissible commands (any order)
+    text, commands = a.steps[1].anchor_observation.rsplit("\n\n", 1)
+    assert text == a.steps[0].observation and a.steps[1].anchor_observation == anchor_state(text, commands.split("\n")[::-1])
 
 
 # --- one update of train --context window --advantage gigpo on the tiny model ------------------------------------------
