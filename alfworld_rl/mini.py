@@ -16,7 +16,7 @@ __all__ = ['MINI_GAMES', 'MINI_EPISODES', 'MINI_SFT', 'MINI_PPO', 'MINI_EVAL', '
            'base_model_path', 'sft_config', 'ppo_config', 'eval_config', 'run_sft_stage', 'run_ppo_stage',
            'run_eval_stage', 'eval_label', 'run_mini', 'mini_demonstrations', 'seed_summaries', 'mean_summary',
            'mean_summaries', 'seed_table', 'plot_curves', 'before_after', 'stage_seconds', 'result_line',
-           'cli_mini_parser', 'cli_mini']
+           'cli_mini_parser', 'mini_overrides', 'cli_mini']
 
 # %% ../nbs/60_mini.ipynb #7ad99491
 from .settings import (Setting, configuration, settings_of, integer, check_value, flag, MODEL, ROLLOUT,
@@ -359,11 +359,16 @@ def cli_mini_parser(parser):
     parser.add_argument("--engine", default=None, choices=ENGINES, help=f"environment engine (default: the preset's, {MINI.engine})")
     return parser
 
+def mini_overrides(args) -> dict:
+    "The settings that the flags of `alfworld-rl mini` change (the report's `overrides` parameter)."
+    overrides = {}
+    for name in MINI_FLAGS:
+        if getattr(args, name) is not None: overrides[name] = getattr(args, name)
+    return overrides
+
 def cli_mini(args) -> int:
     "Run `alfworld-rl mini`; returns the exit status."
-    overrides = {} if args.seeds is None else {"seeds": args.seeds}
-    if args.data_seed is not None: overrides["data_seed"] = args.data_seed
-    if args.engine is not None: overrides["engine"] = args.engine
+    overrides = mini_overrides(args)
     s = settings_from(args.settings, **overrides)
     from alfworld_rl.run_lock import check_writable_dir
     check_writable_dir(args.out_dir, "--out-dir")      # before any model is built or game generated

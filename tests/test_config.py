@@ -126,7 +126,8 @@ def words(s):
 def test_shared_settings_share_their_definition():
     "A setting in several configurations is one definition: same type and rule (defaults, help, optional may differ)."
     from alfworld_rl.rollout import RolloutConfig
-    classes = [config_class(c) for c in ("train", "sft", "eval")] + [RolloutConfig]
+    from alfworld_rl.mini import MiniSettings
+    classes = [config_class(c) for c in ("train", "sft", "eval")] + [RolloutConfig, MiniSettings]
     seen = {}
     for cls in classes:
         for name, s in settings_of(cls).items():
@@ -215,3 +216,18 @@ def test_report_template_declares_exactly_the_settings(command):
     from alfworld_rl.train import report_template
     declared = set(pm.inspect_notebook(str(report_template(command))))
     assert declared == set(settings_of(config_class(command))) | {"resume"}
+
+
+def test_mini_round_trip_flags_overrides_parameters_settings():
+    "alfworld-rl mini: flags -> overrides -> the report's JSON parameters -> the settings the report runs with."
+    import json
+    from alfworld_rl import mini
+    from alfworld_rl.cli import OneLineParser
+    args = mini.cli_mini_parser(OneLineParser(prog="alfworld-rl mini")).parse_args(
+        ["--settings", "smoke", "--seeds", "4", "5", "--data-seed", "7", "--engine", "textworld"])
+    overrides = mini.mini_overrides(args)
+    assert overrides == {"seeds": [4, 5], "data_seed": 7, "engine": "textworld"}
+    params = json.loads(json.dumps({"preset": args.settings, "overrides": overrides}))     # as papermill stores them
+    s = mini.settings_from(params["preset"], **params["overrides"])
+    assert s == mini.dataclasses.replace(mini.SMOKE, seeds=(4, 5), data_seed=7, engine="textworld")
+    assert mini.mini_overrides(mini.cli_mini_parser(OneLineParser(prog="alfworld-rl mini")).parse_args([])) == {}
