@@ -334,3 +334,66 @@ def test_unstackable_cache_gives_every_sample_its_own_cache(svc, prompt, monkeyp
     for s in res.sequences:
         full = sc.compute_logprobs(ModelInput.from_ints(prompt + s.tokens)).result()
         torch.testing.assert_close(torch.tensor(s.logprobs), torch.tensor(full[len(prompt):]), atol=1e-4, rtol=0)
+
+
+def play_staggered(sc, starts, obs, turns=2, gap_s=0.004):
+    """Trajectories as an asynchronous rollout issues them: task i starts i * `gap_s` after the first; each turn
+    extends its prompt with the completion and `obs`. Per trajectory, the list of (tokens, logprobs) per turn."""
+    async def trajectory(i, prompt):
+        await asyncio.sleep(i * gap_s)
+        out = []
+        for t in range(turns):
+            sp = SamplingParams(max_tokens=5 + 3 * ((i + t) % 4), seed=100 * i + t, temperature=1.0,
+                                top_p=(1.0, 0.9)[i % 2], top_k=(0, 0, 20)[i % 3], stop=[])
+            res = await sc.sample_async(ModelInput.from_ints(prompt), num_samples=1 + (i % 3 == 0), sampling_params=sp)
+            out.append([(s.tokens, s.logprobs) for s in res.sequences])
+            prompt = prompt + res.sequences[0].tokens + obs
+        return out
+
+    async def everyone():
+        return await asyncio.gather(*[trajectory(i, p) for i, p in enumerate(starts)])
+    return asyncio.run(everyone())
+
+
+def test_continuous_batching_equals_one_at_a_time(svc, tok, prompt):
+    """Staggered requests decoded in one running batch (joining it mid-decode, prefilled together, second turns
+    from the prefix cache) give exactly the tokens of one-at-a-time sampling with the same seeds (float32)."""
+    from alfworld_rl.local_sampler import LocalSamplingClient
+    model = svc._base_model("tiny-qwen3")
+    obs = tok.encode("<|im_end|>\n<|im_start|>user\nNothing happens.<|im_end|>\n<|im_start|>assistant\n",
+                     add_special_tokens=False)
+    starts = [prompt[: 25 + 11 * i] for i in range(10)]
+    with LocalSamplingClient(model, tok, "tiny-qwen3", prefix_cache_bytes=0, max_batch_rows=1) as alone:
+        want = play_staggered(alone, starts, obs, gap_s=0.0)        # max_batch_rows=1: one row at a time
+    for continuous in (True, False):
+        with LocalSamplingClient(model, tok, "tiny-qwen3", continuous=continuous) as sc:
+            got = play_staggered(sc, starts, obs)
+            engine = sc._engine
+            assert engine.prefix_hits > 0                            # second turns reused the first turns' caches
+            assert engine.joined_running > 0 if continuous else engine.joined_running == 0
+        for traj_got, traj_want in zip(got, want):
+            for turn_got, turn_want in zip(traj_got, traj_want):
+                assert [t for t, _ in turn_got] == [t for t, _ in turn_want]
+                for (_, a), (_, b) in zip(turn_got, turn_want):
+                    torch.testing.assert_close(torch.tensor(a), torch.tensor(b), atol=1e-4, rtol=0)
+
+
+def test_batched_prefill_equals_single_prefill(svc, tok, prompt):
+    """Prompts prefilled together (different lengths, some after a stored prefix, so rows have gaps) give the
+    next-token logits of each prompt prefilled alone."""
+    from alfworld_rl.local_sampler import LocalSamplingClient
+    model = svc._base_model("tiny-qwen3")
+    with LocalSamplingClient(model, tok, "tiny-qwen3") as sc, torch.inference_mode():
+        engine = sc._engine
+        prompts = [prompt[: 20 + 17 * i] for i in range(5)]
+        singles = [engine._prefill(p, False)[1] for p in prompts]
+        engine.prefix_cache.clear()
+        for n in (18, 40, 60):                                       # stored prefixes: each is taken by one prompt
+            cache = engine._prefill(prompt[:n], True)[0]                 # True: no prefix reuse
+            engine._store_prefix(prompt[:n], [(l.keys, l.values) for l in cache.layers])
+        found = [engine._take_prefix(p) for p in prompts]
+        assert [n for _, n in found] == [18, 0, 40, 60, 0]
+        cache, mask, pos, logits = engine._prefill_batch(prompts, found)
+        assert pos.tolist() == [len(p) for p in prompts]
+        assert mask.sum(1).tolist() == [len(p) for p in prompts]
+        torch.testing.assert_close(logits, torch.stack(singles), atol=1e-4, rtol=0)
