@@ -19,8 +19,9 @@ from .core import UserError
 from .tiny_model import TINY_MODEL_NAME, MINI_BASE_NAME, mini_base_path, tiny_qwen3_path
 
 # %% auto #0
-__all__ = ['DTYPES', 'resolve_device', 'resolve_dtype', 'resolve_model_path', 'load_tokenizer', 'load_causal_lm', 'nucleus',
-           'grown_nucleus', 'choose_tokens', 'SamplerClosed', 'LocalSamplingClient']
+__all__ = ['DTYPES', 'PREFIX_CACHE_CPU_BYTES', 'PREFIX_CACHE_CUDA_SHARE', 'resolve_device', 'resolve_dtype', 'prefix_cache_bytes',
+           'resolve_model_path', 'load_tokenizer', 'load_causal_lm', 'nucleus', 'grown_nucleus',
+           'choose_tokens_and_logprobs', 'choose_tokens', 'SamplerClosed', 'LocalSamplingClient']
 
 # %% ../nbs/21_local_sampler.ipynb #c78681c5
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -44,6 +45,17 @@ def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torc
     if dtype is None or dtype == "auto": return torch.bfloat16 if device.type == "cuda" else torch.float32
     if dtype not in DTYPES: raise UserError(f"--dtype: {dtype!r} is not one of auto, {', '.join(DTYPES)}", status=2)
     return DTYPES[dtype]
+
+PREFIX_CACHE_CPU_BYTES = 2**30             # the prefix cache's budget on the CPU
+PREFIX_CACHE_CUDA_SHARE = 0.25             # on CUDA: this share of the memory free when a sampler starts
+
+def prefix_cache_bytes(device: torch.device, gb: float | None = None) -> int:
+    "Bytes of KV cache kept for prompt prefixes: `gb` GiB if given, else 1 GiB on the CPU, a quarter of the free memory on CUDA."
+    if gb is not None: return int(gb * 2**30)
+    if device.type != "cuda": return PREFIX_CACHE_CPU_BYTES
+    free, _ = torch.cuda.mem_get_info(device)
+    return int(free * PREFIX_CACHE_CUDA_SHARE)
+
 
 # %% ../nbs/21_local_sampler.ipynb #1ef8790d
 def resolve_model_path(base_model: str) -> Path:
@@ -81,11 +93,17 @@ def load_causal_lm(base_model: str, device: torch.device, dtype: torch.dtype):
     return model.to(device).eval()
 
 # %% ../nbs/21_local_sampler.ipynb #b3968979
-def _sample_softmax(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-    "Inverse-CDF draw per row of `probs` [B, V] in vocabulary order, no sort."
-    cdf = probs.cumsum(-1)
-    idx = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True)[:, 0].clamp(max=probs.shape[-1] - 1)
-    return torch.where(probs.gather(1, idx[:, None])[:, 0] > 0, idx, probs.argmax(-1))   # never a 0-probability token
+def _sample_softmax(logits: torch.Tensor, temperature: torch.Tensor, u: torch.Tensor):
+    """Inverse-CDF draw per row of softmax(`logits` [B, V] / `temperature`) in vocabulary order (no sort, no
+    normalization pass): the tokens, and each row's log-partition log(sum(exp(logits))) when every temperature is 1."""
+    top = logits.max(-1, keepdim=True).values
+    weights = logits - top
+    ones = bool((temperature == 1).all())
+    if not ones: weights.div_(temperature[:, None])
+    cdf = weights.exp_().cumsum_(-1)                                 # unnormalized: the draw scales u by the total
+    idx = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True)[:, 0]
+    tokens = torch.where(idx < logits.shape[-1], idx, logits.argmax(-1))   # u * total rounded up to the total: the mode
+    return tokens, (top[:, 0] + cdf[:, -1].log()) if ones else None
 
 def _canonical_top(scaled: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     "The `k` largest `scaled` per row and their ids, ordered by value descending then id ascending."
@@ -127,23 +145,30 @@ def _sample_nucleus(scaled, probs, top_k, top_p, u, k0: int = 256) -> torch.Tens
     idx = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True)[:, 0]
     return ids.gather(1, torch.minimum(idx, n - 1)[:, None])[:, 0]
 
+def choose_tokens_and_logprobs(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor,
+                               top_p: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    "`choose_tokens`, and the chosen tokens' logprobs under `log_softmax(logits)` (temperature 1, no filtering)."
+    logits = logits.float()
+    plain = (temperature > 0) & (top_k <= 0) & (top_p >= 1)
+    filtered = (temperature > 0) & ~plain
+    lse = None
+    if bool(plain.all()): out, lse = _sample_softmax(logits, temperature, u)   # the training setting: one path, no copies
+    else:
+        out = logits.argmax(-1)
+        if bool(plain.any()):
+            rows = plain.nonzero()[:, 0]
+            out[rows] = _sample_softmax(logits[rows], temperature[rows], u[rows])[0]
+        if bool(filtered.any()):
+            rows = filtered.nonzero()[:, 0]
+            scaled = logits[rows] / temperature[rows, None]
+            out[rows] = _sample_nucleus(scaled, scaled.softmax(-1), top_k[rows], top_p[rows], u[rows])
+    if lse is None: lse = logits.logsumexp(-1)
+    return out, logits.gather(1, out[:, None])[:, 0] - lse
+
 def choose_tokens(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor,
                   u: torch.Tensor) -> torch.Tensor:
     "One token per row of `logits` [B, V] by inverse-CDF sampling with per-row temperature/top-k/top-p and uniforms `u` [B]."
-    logits = logits.float()
-    out = logits.argmax(-1)
-    scaled = logits / temperature.clamp_min(1e-6)[:, None]
-    probs = scaled.softmax(-1)
-    plain = (temperature > 0) & (top_k <= 0) & (top_p >= 1)
-    filtered = (temperature > 0) & ~plain
-    if bool(plain.any()):
-        rows = plain.nonzero()[:, 0]
-        out[rows] = _sample_softmax(probs[rows], u[rows])
-    if bool(filtered.all()): return _sample_nucleus(scaled, probs, top_k, top_p, u)
-    if bool(filtered.any()):
-        rows = filtered.nonzero()[:, 0]
-        out[rows] = _sample_nucleus(scaled[rows], probs[rows], top_k[rows], top_p[rows], u[rows])
-    return out
+    return choose_tokens_and_logprobs(logits, temperature, top_k, top_p, u)[0]
 
 # %% ../nbs/21_local_sampler.ipynb #a0f576e5
 @dataclass
@@ -566,8 +591,7 @@ def _step(self, run: _Running) -> None:
     if self.closed.is_set(): raise SamplerClosed("the sampling client was closed while it was decoding")
     dev = self.device
     u = torch.cat([torch.rand(1, generator=r.gen, device=dev) for r in run.rows])
-    toks = choose_tokens(run.logits, run.temp, run.top_k, run.top_p, u)
-    lps = run.logits.log_softmax(-1).gather(1, toks[:, None])[:, 0]
+    toks, lps = choose_tokens_and_logprobs(run.logits, run.temp, run.top_k, run.top_p, u)
     keep, stackable = [], _stackable(run.cache)
     for i, (r, t, lp) in enumerate(zip(run.rows, toks.tolist(), lps.tolist())):
         r.tokens.append(t); r.logprobs.append(lp)

@@ -397,3 +397,53 @@ def test_batched_prefill_equals_single_prefill(svc, tok, prompt):
         assert pos.tolist() == [len(p) for p in prompts]
         assert mask.sum(1).tolist() == [len(p) for p in prompts]
         torch.testing.assert_close(logits, torch.stack(singles), atol=1e-4, rtol=0)
+
+
+def test_gradient_checkpointing_gives_the_same_loss_and_gradients(svc, base_sampler, prompt):
+    """Checkpointing the backbone recomputes each decoder layer in the backward pass and changes nothing else:
+    the same loss, logprobs and LoRA gradients as without it (three datums sharing an 80-token prefix: without checkpointing, computed once)."""
+    seqs = [sample(base_sampler, prompt[: n], seed=i, max_tokens=8) for i, n in enumerate((len(prompt), len(prompt), 80))]
+    data = [policy_datum(prompt[: n], s, a) for n, s, a in zip((len(prompt), len(prompt), 80), seqs, (1.0, -0.5, 0.7))]
+    results = []
+    for checkpointing in (False, True):
+        tc = svc.create_lora_training_client("tiny-qwen3", rank=4, seed=2, gradient_checkpointing=checkpointing)
+        with torch.no_grad():
+            for p in tc.params: p.add_(0.05 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())))
+        mlp = tc.peft.get_base_model().model.layers[0].mlp
+        calls, forward = [], mlp.forward
+        mlp.forward = lambda x: calls.append(x.shape[1]) or forward(x)       # sees recomputations too (hooks do not)
+        out = tc.forward_backward(data, "ppo", CLIP).result(timeout=120)
+        del mlp.forward
+        results.append((out, lora_grads(tc), calls))
+    (a, ga, na), (b, gb, nb) = results
+    L = max(len(d.model_input) for d in data)
+    assert len(na) == 2 and na[0] < L               # without: the shared prefix once, then the rest of every datum
+    assert nb == [L, L]                             # with: the whole batch, then its recomputation in the backward pass
+    assert math.isclose(a.metrics["loss_sum"], b.metrics["loss_sum"], rel_tol=1e-5, abs_tol=1e-6)
+    for x, y in zip(a.loss_fn_outputs, b.loss_fn_outputs):
+        torch.testing.assert_close(torch.tensor(x["logprobs"].tolist()), torch.tensor(y["logprobs"].tolist()), atol=1e-5, rtol=0)
+    assert sum(g.abs().sum() for g in ga) > 0
+    for x, y in zip(ga, gb): torch.testing.assert_close(x, y, rtol=1e-4, atol=1e-7)
+
+
+def test_memory_settings(tmp_path):
+    """--prefix-cache-gb sets the sampler's prefix-cache budget (1 GiB on the CPU by default); --gradient-checkpointing
+    auto is off on the CPU; both are settings of train and eval with their rules."""
+    from alfworld_rl.settings import check_settings
+    from alfworld_rl.train_config import TrainConfig
+    from alfworld_rl.evaluate import EvalConfig
+    with make_service_client("local", device="cpu", checkpoint_root=tmp_path) as default, \
+            make_service_client("local", device="cpu", checkpoint_root=tmp_path, prefix_cache_gb=0.25,
+                                gradient_checkpointing="on") as set_:
+        assert default.create_sampling_client("tiny-qwen3")._engine.prefix_cache_bytes == 2**30
+        assert set_.create_sampling_client("tiny-qwen3")._engine.prefix_cache_bytes == 2**28
+        assert default.gradient_checkpointing is False and set_.gradient_checkpointing is True
+        assert set_.create_lora_training_client("tiny-qwen3", rank=4).gradient_checkpointing is True
+    with pytest.raises(UserError, match="--gradient-checkpointing must be one of auto, on, off"):
+        make_service_client("local", device="cpu", gradient_checkpointing="yes")
+    for cls in (TrainConfig, EvalConfig):
+        assert cls().prefix_cache_gb is None and cls().gradient_checkpointing == "auto"
+        with pytest.raises(UserError, match=r"--prefix-cache-gb must be >= 0 \(got -1\)"):
+            check_settings(cls(prefix_cache_gb=-1))
+        with pytest.raises(UserError, match="--gradient-checkpointing must be"):
+            check_settings(cls(gradient_checkpointing="sometimes"))
