@@ -221,10 +221,18 @@ def _stackable(cache) -> bool:
     return bool(layers) and all(type(l) is DynamicLayer for l in layers)
 
 def _select_rows(cache, keep: torch.Tensor, trim: int) -> None:
-    "Keep batch rows `keep` of `cache` and drop its first `trim` positions, in place."
+    "Keep batch rows `keep` of `cache` and drop its first `trim` positions, in place (one copy: the next step's append makes it contiguous)."
     for layer in cache.layers:
-        layer.keys = layer.keys[keep, :, trim:].contiguous()
-        layer.values = layer.values[keep, :, trim:].contiguous()
+        layer.keys = layer.keys[keep][:, :, trim:]
+        layer.values = layer.values[keep][:, :, trim:]
+
+def _padded_cat(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    "`a` and `b` [B, ..., L, D] stacked along the batch, each left-padded with zeros to the longer L (one copy)."
+    L = max(a.shape[-2], b.shape[-2])
+    out = a.new_zeros((a.shape[0] + b.shape[0], *a.shape[1:-2], L, a.shape[-1]))
+    out[: a.shape[0], ..., L - a.shape[-2]:, :] = a
+    out[a.shape[0]:, ..., L - b.shape[-2]:, :] = b
+    return out
 
 # %% ../nbs/21_local_sampler.ipynb #1699a5e5
 class SamplerClosed(RuntimeError):
@@ -484,8 +492,7 @@ def _merge(run: _Running, rows: list[_Row], cache, mask: torch.Tensor, pos: torc
     a, b = run.mask.shape[1], mask.shape[1]
     L = max(a, b)
     for old, new in zip(run.cache.layers, cache.layers):
-        old.keys = torch.cat([F.pad(old.keys, (0, 0, L - a, 0)), F.pad(new.keys, (0, 0, L - b, 0))])
-        old.values = torch.cat([F.pad(old.values, (0, 0, L - a, 0)), F.pad(new.values, (0, 0, L - b, 0))])
+        old.keys, old.values = _padded_cat(old.keys, new.keys), _padded_cat(old.values, new.values)
     run.mask = torch.cat([F.pad(run.mask, (L - a, 0)), F.pad(mask, (L - b, 0))])
     run.pos, run.logits = torch.cat([run.pos, pos]), torch.cat([run.logits, logits])
     run.temp, run.top_k, run.top_p = torch.cat([run.temp, temp]), torch.cat([run.top_k, top_k]), torch.cat([run.top_p, top_p])

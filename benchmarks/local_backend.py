@@ -124,15 +124,21 @@ def staggered_comparison(args, svc, tmp: Path) -> tuple[float, float]:
     print(f"staggered: vocab={QWEN_VOCAB} hidden={STAGGER_CONFIG['hidden_size']} layers={STAGGER_CONFIG['num_hidden_layers']} "
           f"device={svc.device} dtype={svc.dtype} trajectories={args.trajectories} turns={args.turns} "
           f"max_tokens={args.max_tokens} gap_ms={args.gap_ms} env_ms={args.env_ms} prompt={len(prompt)}", flush=True)
-    rates = {}
-    for name, continuous in (("continuous", True), ("static", False)):
-        with LocalSamplingClient(model, tok, path, continuous=continuous) as sc:
-            run = lambda: asyncio.run(staggered(sc, prompt, obs, args.trajectories, args.turns, args.gap_ms / 1000,
-                                                args.env_ms / 1000, args.max_tokens))
-            run()                                                             # warm-up (and a warm prefix cache)
-            seconds, tokens = timed(run)
-        rates[name] = tokens / seconds
-        print(f"{name + ':':11} {tokens} tokens in {seconds:.2f}s = {rates[name]:.1f} tok/s", flush=True)
+    clients = {"continuous": LocalSamplingClient(model, tok, path, continuous=True),
+               "static": LocalSamplingClient(model, tok, path, continuous=False)}
+    run = lambda sc: asyncio.run(staggered(sc, prompt, obs, args.trajectories, args.turns, args.gap_ms / 1000,
+                                           args.env_ms / 1000, args.max_tokens))
+    totals = {name: [0.0, 0] for name in clients}
+    try:
+        for sc in clients.values(): run(sc)                                   # warm-up (and a warm prefix cache)
+        for r in range(args.rounds):                                          # interleaved: load drifts hit both
+            for name, sc in clients.items():
+                seconds, tokens = timed(lambda: run(sc))
+                totals[name][0] += seconds; totals[name][1] += tokens
+                print(f"round {r} {name + ':':11} {tokens} tokens in {seconds:.2f}s = {tokens / seconds:.1f} tok/s", flush=True)
+    finally:
+        for sc in clients.values(): sc.close()
+    rates = {name: tokens / seconds for name, (seconds, tokens) in totals.items()}
     return rates["continuous"], rates["static"]
 
 
@@ -178,8 +184,9 @@ def main(argv=None) -> int:
     ap.add_argument("--staggered", action="store_true", help="only the staggered-arrival continuous vs static run")
     ap.add_argument("--gap-ms", type=float, default=15.0, help="staggered: time between trajectory starts")
     ap.add_argument("--env-ms", type=float, default=10.0, help="staggered: mean environment step between turns")
+    ap.add_argument("--rounds", type=int, default=2, help="staggered: timed runs of each mode, interleaved")
     args = ap.parse_args(argv)
-    if min(args.trajectories, args.turns, args.max_tokens, args.train_datums, args.train_length, args.repeats) < 1:
+    if min(args.trajectories, args.turns, args.max_tokens, args.train_datums, args.train_length, args.repeats, args.rounds) < 1:
         ap.error("all counts must be >= 1")
     if min(args.gap_ms, args.env_ms) < 0: ap.error("--gap-ms and --env-ms must be >= 0")
     with tempfile.TemporaryDirectory() as tmp, \
