@@ -19,8 +19,8 @@ from .core import UserError
 from .tiny_model import TINY_MODEL_NAME, MINI_BASE_NAME, mini_base_path, tiny_qwen3_path
 
 # %% auto #0
-__all__ = ['DTYPES', 'PREFIX_CACHE_CPU_BYTES', 'PREFIX_CACHE_CUDA_SHARE', 'resolve_device', 'resolve_dtype', 'prefix_cache_bytes',
-           'resolve_model_path', 'load_tokenizer', 'load_causal_lm', 'nucleus', 'grown_nucleus',
+__all__ = ['DTYPES', 'PREFIX_CACHE_CPU_BYTES', 'PREFIX_CACHE_CUDA_SHARE', 'PREFIX_MIN_SHARED', 'resolve_device', 'resolve_dtype',
+           'prefix_cache_bytes', 'resolve_model_path', 'load_tokenizer', 'load_causal_lm', 'nucleus', 'grown_nucleus',
            'choose_tokens_and_logprobs', 'choose_tokens', 'SamplerClosed', 'LocalSamplingClient']
 
 # %% ../nbs/21_local_sampler.ipynb #c78681c5
@@ -268,6 +268,7 @@ class _Engine:
                  continuous: bool = True):
         self.model, self.tokenizer, self.cpu_threads, self.continuous = model, tokenizer, cpu_threads, continuous
         self.prefix_cache_bytes, self.prefix_cache, self.prefix_hits, self.prefix_tokens_saved = prefix_cache_bytes, {}, 0, 0
+        self.prefix_ids = {}                            # stored sequence -> its token ids as a tensor (for matching)
         self.max_batch_rows, self.batch_window_s, self.prefill_chunk = max_batch_rows, batch_window_s, prefill_chunk
         self.device = next(model.parameters()).device
         self.vocab = model.get_output_embeddings().weight.shape[0]
@@ -416,16 +417,38 @@ def _store_prefix(self, tokens: list[int], layers: list) -> None:
     while store and total > self.prefix_cache_bytes:
         oldest = next(iter(store))
         total -= _cache_nbytes(store.pop(oldest))
+        self.prefix_ids.pop(oldest, None)
+
+PREFIX_MIN_SHARED = 32        # a stored sequence that only shares a first part lends it from this many tokens on
+
+def _shared_length(self, key: tuple, want: torch.Tensor) -> int:
+    "How many first tokens the stored sequence `key` shares with `want`."
+    ids = self.prefix_ids.get(key)
+    if ids is None: ids = self.prefix_ids[key] = torch.tensor(key)
+    m = min(len(key), len(want))
+    differ = (ids[:m] != want[:m]).nonzero()
+    return int(differ[0, 0]) if len(differ) else m
 
 def _take_prefix(self, tokens: list[int]) -> tuple[list | None, int]:
-    "The stored (keys, values) layers of the longest stored proper prefix of `tokens`, taken out of the store, and its length."
-    best = None
+    """The stored (keys, values) layers that cover the longest first part of `tokens` (never its last token), and
+    that part's length. A stored sequence that is a prefix of `tokens` is taken out of the store (the new row will
+    store a longer one); one that only shares a first part of `PREFIX_MIN_SHARED` tokens or more (the system prompt
+    and task of a group's other trajectories) lends views of that part and stays."""
+    if not self.prefix_cache or len(tokens) < 2: return None, 0
+    want = torch.tensor(tokens[:-1])
+    best, n = None, 0
     for key in self.prefix_cache:
-        if len(key) < len(tokens) and (best is None or len(key) > len(best)) and tuple(tokens[: len(key)]) == key:
-            best = key
+        if min(len(key), len(want)) < n: continue                  # cannot share more than the best so far
+        shared = self._shared_length(key, want)
+        whole = shared == len(key)
+        if not whole and shared < PREFIX_MIN_SHARED: continue
+        if shared > n or (shared == n and whole): best, n = key, shared
     if best is None: return None, 0
-    self.prefix_hits += 1; self.prefix_tokens_saved += len(best)
-    return self.prefix_cache.pop(best), len(best)
+    self.prefix_hits += 1; self.prefix_tokens_saved += n
+    if n == len(best):
+        self.prefix_ids.pop(best, None)
+        return self.prefix_cache.pop(best), n
+    return [(k[:, :, :n], v[:, :, :n]) for k, v in self.prefix_cache[best]], n
 
 def _reuse_prefix(self, tokens: list[int]):
     "A `DynamicCache` of the longest stored prefix of `tokens` (taken out of the store) and its length, or (None, 0)."
@@ -436,7 +459,8 @@ def _reuse_prefix(self, tokens: list[int]):
     for li, (k, v) in enumerate(layers): cache.update(k, v, li)
     return cache, n
 
-_Engine._store_prefix, _Engine._take_prefix, _Engine._reuse_prefix = _store_prefix, _take_prefix, _reuse_prefix
+_Engine._store_prefix, _Engine._shared_length, _Engine._take_prefix, _Engine._reuse_prefix = (
+    _store_prefix, _shared_length, _take_prefix, _reuse_prefix)
 
 # %% ../nbs/21_local_sampler.ipynb #5a921d69
 def _suffix_groups(lengths: list[int]) -> list[list[int]]:

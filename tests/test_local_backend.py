@@ -379,8 +379,8 @@ def test_continuous_batching_equals_one_at_a_time(svc, tok, prompt):
 
 
 def test_batched_prefill_equals_single_prefill(svc, tok, prompt):
-    """Prompts prefilled together (different lengths, some after a stored prefix, so rows have gaps) give the
-    next-token logits of each prompt prefilled alone."""
+    """Prompts prefilled together (different lengths, after stored prefixes taken whole or in part, so rows have
+    gaps) give the next-token logits of each prompt prefilled alone."""
     from alfworld_rl.local_sampler import LocalSamplingClient
     model = svc._base_model("tiny-qwen3")
     with LocalSamplingClient(model, tok, "tiny-qwen3") as sc, torch.inference_mode():
@@ -388,11 +388,12 @@ def test_batched_prefill_equals_single_prefill(svc, tok, prompt):
         prompts = [prompt[: 20 + 17 * i] for i in range(5)]
         singles = [engine._prefill(p, False)[1] for p in prompts]
         engine.prefix_cache.clear()
-        for n in (18, 40, 60):                                       # stored prefixes: each is taken by one prompt
+        for n in (18, 40, 60):        # stored sequences: taken whole when a prefix, lent in part when sharing >= 32 tokens
             cache = engine._prefill(prompt[:n], True)[0]                 # True: no prefix reuse
             engine._store_prefix(prompt[:n], [(l.keys, l.values) for l in cache.layers])
         found = [engine._take_prefix(p) for p in prompts]
-        assert [n for _, n in found] == [18, 0, 40, 60, 0]
+        assert [n for _, n in found] == [18, 36, 53, 60, 40]          # whole, part of 40, part of 60, whole, whole
+        assert list(engine.prefix_cache) == []
         cache, mask, pos, logits = engine._prefill_batch(prompts, found)
         assert pos.tolist() == [len(p) for p in prompts]
         assert mask.sum(1).tolist() == [len(p) for p in prompts]
