@@ -1,17 +1,25 @@
 """A GPU check of the local backend at real size: two training updates with real rollouts on a random Qwen3.
 
 On a CUDA machine this builds a real-size architecture from its config (Qwen3-1.7B by default; random weights,
-no download) with the tiny tokenizer, generates a few ALFWorld games, and runs `alfworld-rl train --backend local`
-for two updates (rollouts on the fast engine, PPO updates, sampler snapshots). It prints sampled tokens/s (during
-rollouts), trained tokens/s (forward_backward + optim_step), peak GPU memory and the sampler/learner agreement
-that `forward_backward` reports (`train/logprob_diff_abs_mean`, `train/ratio_mean`, `train/ratio_max`,
-`train/clip_fraction`). Without CUDA it says so and exits 0.
+no download) with the tiny tokenizer, then
+
+1. generates a few ALFWorld games and runs `alfworld-rl train --backend local` for two updates (rollouts on the
+   fast engine through the sampler, PPO updates, sampler snapshots): sampled tokens/s of real rollouts. A random
+   model rarely wins or differs in reward, so its groups are usually degenerate and the trainer skips the step;
+2. therefore also runs two PPO updates directly on the training client: a group of completions sampled from a long
+   prompt (`--prompt-tokens`) by the current sampler, given alternating advantages, through `forward_backward("ppo")`
+   + `optim_step`, then a new sampler: sampled and trained tokens/s and the sampler/learner agreement that
+   `forward_backward` reports (`train/logprob_diff_abs_mean`, `train/ratio_mean`, `train/ratio_max`,
+   `train/clip_fraction`; update 2 samples from the snapshot of update 1, so it checks exact weights after a step).
+
+It prints peak GPU memory over everything. Without CUDA it says so and exits 0.
 
     uv run python benchmarks/gpu_check.py                         # Qwen3-1.7B architecture on cuda
     uv run python benchmarks/gpu_check.py --arch qwen3-4b --group-size 8
     uv run python benchmarks/gpu_check.py --arch small --device cpu   # the same pipeline, small, on the CPU
 
-The last line is `sampled_tok_s=... trained_tok_s=... peak_gb=... logprob_diff_abs_mean=... ratio_mean=... ratio_max=...`.
+The last line is `rollout_sampled_tok_s=... sampled_tok_s=... trained_tok_s=... peak_gb=... logprob_diff_abs_mean=...
+ratio_mean=... ratio_max=... clip_fraction=...` (the agreement of update 2).
 """
 import argparse, json, sys, tempfile, time
 from pathlib import Path
@@ -45,14 +53,52 @@ def build_model(arch: str, out: Path, device: torch.device, dtype: torch.dtype) 
     return str(out)
 
 
-def summarize(metrics: list[dict]) -> dict:
-    "Throughput and agreement over the updates' metric records."
-    total = lambda k: sum(r.get(k, 0) or 0 for r in metrics)
-    last = next((r for r in reversed(metrics) if "train/ratio_mean" in r), {})
-    return {"sampled_tok_s": total("tokens/sampled") / max(total("time/rollout_s"), 1e-9),
-            "trained_tok_s": total("tokens/trained") / max(total("time/train_s"), 1e-9),
-            **{k.split("/", 1)[1]: last.get(k, float("nan")) for k in
-               ("train/logprob_diff_abs_mean", "train/ratio_mean", "train/ratio_max", "train/clip_fraction")}}
+AGREEMENT = ("train/logprob_diff_abs_mean", "train/ratio_mean", "train/ratio_max", "train/clip_fraction")
+
+
+def long_prompt(tok, n_tokens: int) -> list[int]:
+    "A chat prompt with the tool schema and a conversation of observations, about `n_tokens` long."
+    from alfworld_rl.tiny_model import EXAMPLE_TOOL
+    obs = ("You arrive at countertop 1. On the countertop 1, you see a apple 1, a knife 2, and a mug 3. "
+           "Admissible actions: go to cabinet 1, go to fridge 1, take apple 1 from countertop 1, examine countertop 1.")
+    msgs = [{"role": "system", "content": "You are an agent in a household."}]
+    while len(tok.apply_chat_template(msgs, tools=[EXAMPLE_TOOL], tokenize=False)) < 4 * n_tokens:
+        msgs += [{"role": "user", "content": obs}, {"role": "assistant", "content": "go to countertop 1"}]
+    text = tok.apply_chat_template(msgs + [{"role": "user", "content": obs}], tools=[EXAMPLE_TOOL],
+                                   add_generation_prompt=True, enable_thinking=False, tokenize=False)
+    return tok.encode(text, add_special_tokens=False)[-n_tokens:]
+
+
+def direct_updates(model_dir: str, args, ckpt: Path) -> list[dict]:
+    "Two PPO updates on the training client from completions of the current sampler; per update, rates and agreement."
+    from pytrio import AdamParams, ModelInput, SamplingParams
+    from alfworld_rl.backends import make_service_client
+    from alfworld_rl.ppo import trajectory_datum
+    out = []
+    with make_service_client("local", device=args.device, checkpoint_root=ckpt,
+                             gradient_checkpointing=args.gradient_checkpointing) as svc:
+        tok = svc.get_tokenizer(model_dir)
+        tc = svc.create_lora_training_client(model_dir, rank=32, seed=0)
+        prompt = long_prompt(tok, args.prompt_tokens)
+        for update in (1, 2):
+            sc = tc.save_weights_and_get_sampling_client()
+            sp = SamplingParams(max_tokens=args.max_assistant_tokens, temperature=1.0, seed=update, stop=[])
+            t0 = time.perf_counter()
+            seqs = sc.sample(ModelInput.from_ints(prompt), args.group_size * args.games_per_batch, sp).result().sequences
+            sampled_s = time.perf_counter() - t0
+            data = [trajectory_datum(prompt + s.tokens, [0.0] * len(prompt) + list(s.logprobs),
+                                     [False] * len(prompt) + [True] * len(s.tokens), (-1.0) ** i) for i, s in enumerate(seqs)]
+            t0 = time.perf_counter()
+            fb = tc.forward_backward(data, "ppo", {"clip_low_threshold": 0.8, "clip_high_threshold": 1.2}).result()
+            tc.optim_step(AdamParams(learning_rate=1e-5, grad_clip_norm=1.0)).result()
+            trained_s = time.perf_counter() - t0
+            sampled = sum(len(s.tokens) for s in seqs)
+            out.append({"update": update, "sampled_tok_s": sampled / sampled_s,
+                        "trained_tok_s": sum(len(d.model_input) for d in data) / trained_s,
+                        **{k.split("/", 1)[1]: fb.metrics.get(k, float("nan")) for k in AGREEMENT}})
+            print(json.dumps(out[-1]), flush=True)
+            sc.close()
+    return out
 
 
 def main(argv=None) -> int:
@@ -64,6 +110,7 @@ def main(argv=None) -> int:
     ap.add_argument("--max-episode-steps", type=int, default=6)
     ap.add_argument("--max-assistant-tokens", type=int, default=128)
     ap.add_argument("--gradient-checkpointing", default="auto", choices=("auto", "on", "off"))
+    ap.add_argument("--prompt-tokens", type=int, default=4096, help="prompt length of the direct updates")
     args = ap.parse_args(argv)
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -92,15 +139,20 @@ def main(argv=None) -> int:
             print(f"gpu_check: train exited with status {status}")
             return status
         metrics = list(read_jsonl(tmp / "runs" / "gpu-check" / "metrics.jsonl"))
+        print(f"train: arch={args.arch} device={device} dtype={dtype} updates={len(metrics)} wall_s={wall:.1f} "
+              f"gradient_checkpointing={args.gradient_checkpointing} "
+              f"skipped={sum(bool(r.get('train/skipped')) for r in metrics)}", flush=True)
+        for r in metrics:
+            print(json.dumps({k: r[k] for k in sorted(r) if k.startswith(("tokens/", "time/", "train/"))}), flush=True)
+        total = lambda k: sum(r.get(k, 0) or 0 for r in metrics)
+        rollout_tok_s = total("tokens/sampled") / max(total("time/rollout_s"), 1e-9)
+        updates = direct_updates(model_dir, args, tmp / "ckpt")
     peak = torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else float("nan")
-    s = summarize(metrics)
-    print(f"arch={args.arch} device={device} dtype={dtype} updates={len(metrics)} wall_s={wall:.1f} "
-          f"gradient_checkpointing={args.gradient_checkpointing}")
-    for r in metrics:
-        print(json.dumps({k: r[k] for k in sorted(r) if k.startswith(("tokens/", "time/", "train/ratio", "train/logprob"))}))
-    print(f"sampled_tok_s={s['sampled_tok_s']:.1f} trained_tok_s={s['trained_tok_s']:.1f} peak_gb={peak:.1f} "
-          f"logprob_diff_abs_mean={s['logprob_diff_abs_mean']:.3g} ratio_mean={s['ratio_mean']:.4f} "
-          f"ratio_max={s['ratio_max']:.4f} clip_fraction={s['clip_fraction']:.3g}")
+    last = updates[-1]
+    print(f"rollout_sampled_tok_s={rollout_tok_s:.1f} sampled_tok_s={last['sampled_tok_s']:.1f} "
+          f"trained_tok_s={last['trained_tok_s']:.1f} peak_gb={peak:.1f} "
+          f"logprob_diff_abs_mean={last['logprob_diff_abs_mean']:.3g} ratio_mean={last['ratio_mean']:.4f} "
+          f"ratio_max={last['ratio_max']:.4f} clip_fraction={last['clip_fraction']:.3g}")
     return 0
 
 
