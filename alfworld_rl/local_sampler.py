@@ -337,7 +337,7 @@ class _Engine:
             wait = deadline - time.monotonic()
             try: req = self.queue.get(timeout=wait) if wait > 0 else self.queue.get_nowait()
             except queue.Empty: break
-            if req is None: return False
+            if req is None: break       # stopping: what came before is still admitted (logprobs answered, samples fail)
             self.waiting.append(req)
         return True
 
