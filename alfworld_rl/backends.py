@@ -10,8 +10,8 @@ from pathlib import Path
 from .core import UserError
 
 # %% auto #0
-__all__ = ['DEFAULT_CHECKPOINT_ROOT', 'BACKENDS', 'DTYPE_CHOICES', 'check_device_flags', 'LocalServiceClient',
-           'make_service_client']
+__all__ = ['DEFAULT_CHECKPOINT_ROOT', 'BACKENDS', 'DTYPE_CHOICES', 'GRADIENT_CHECKPOINTING', 'check_device_flags',
+           'resolve_gradient_checkpointing', 'LocalServiceClient', 'make_service_client']
 
 # %% ../nbs/24_backends.ipynb #38ddae9b
 DEFAULT_CHECKPOINT_ROOT = Path("runs") / "local-checkpoints"
@@ -26,13 +26,25 @@ def check_device_flags(device: str, dtype: str) -> None:
     if dtype not in DTYPE_CHOICES:
         raise UserError(f"--dtype must be one of {', '.join(DTYPE_CHOICES)} (got {dtype!r})", status=2)
 
+GRADIENT_CHECKPOINTING = ("auto", "on", "off")
+
+def resolve_gradient_checkpointing(value: bool | str, device) -> bool:
+    "Whether training checkpoints the backbone's activations: `auto` means on CUDA (memory is the limit there), off on the CPU."
+    if isinstance(value, bool): return value
+    if value not in GRADIENT_CHECKPOINTING:
+        raise UserError(f"--gradient-checkpointing must be one of {', '.join(GRADIENT_CHECKPOINTING)} (got {value!r})", status=2)
+    return device.type == "cuda" if value == "auto" else value == "on"
+
 class LocalServiceClient:
     "PyTRIO 0.2.9 `ServiceClient` surface for the embedded backend."
     def __init__(self, device: str | None = None, dtype: str | None = None,
-                 checkpoint_root: str | os.PathLike | None = None, **sampler_kw):
+                 checkpoint_root: str | os.PathLike | None = None, prefix_cache_gb: float | None = None,
+                 gradient_checkpointing: bool | str = "auto", **sampler_kw):
         from alfworld_rl.local_sampler import resolve_device, resolve_dtype
         self.device = resolve_device(device)
         self.dtype = resolve_dtype(dtype, self.device)
+        self.prefix_cache_gb = prefix_cache_gb          # None: 1 GiB on the CPU, a quarter of free CUDA memory per sampler
+        self.gradient_checkpointing = resolve_gradient_checkpointing(gradient_checkpointing, self.device)
         self.checkpoint_root = Path(checkpoint_root) if checkpoint_root is not None else DEFAULT_CHECKPOINT_ROOT
         self.sampler_kw = sampler_kw
         self._tokenizers, self._base_models = {}, {}
@@ -57,20 +69,23 @@ class LocalServiceClient:
 
     def _sampling_client_for(self, model, base_model: str, model_path: str | None):
         "A sampling client serving `model`."
-        from alfworld_rl.local_sampler import LocalSamplingClient
-        sc = LocalSamplingClient(model, self.get_tokenizer(base_model), base_model, model_path, **self.sampler_kw)
+        from alfworld_rl.local_sampler import LocalSamplingClient, prefix_cache_bytes
+        kw = {"prefix_cache_bytes": prefix_cache_bytes(self.device, self.prefix_cache_gb), **self.sampler_kw}
+        sc = LocalSamplingClient(model, self.get_tokenizer(base_model), base_model, model_path, **kw)
         self._clients.add(sc)
         return sc
 
     def create_lora_training_client(self, base_model: str, rank: int = 32, seed: int | None = None,
                                     train_mlp: bool = True, train_attn: bool = True, train_unembed: bool = True, *,
                                     lora_alpha: float | None = None, target_modules: list[str] | None = None,
-                                    microbatch_tokens: int = 16384):
-        "A new LoRA training client on `base_model`."
+                                    microbatch_tokens: int = 16384, gradient_checkpointing: bool | None = None):
+        "A new LoRA training client on `base_model` (`gradient_checkpointing` None: the service's setting)."
         from alfworld_rl.local_trainer import LocalTrainingClient
         tc = LocalTrainingClient(self, base_model, rank, seed, train_mlp, train_attn, train_unembed,
                                  lora_alpha=lora_alpha, target_modules=target_modules,
-                                 microbatch_tokens=microbatch_tokens)
+                                 microbatch_tokens=microbatch_tokens,
+                                 gradient_checkpointing=self.gradient_checkpointing if gradient_checkpointing is None
+                                 else gradient_checkpointing)
         self._clients.add(tc)
         return tc
 

@@ -5,6 +5,7 @@
 # %% ../nbs/21_local_sampler.ipynb #c6d9d56a
 from __future__ import annotations
 import atexit, copy, inspect, queue, random, threading, time, uuid, weakref
+from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,8 +19,9 @@ from .core import UserError
 from .tiny_model import TINY_MODEL_NAME, MINI_BASE_NAME, mini_base_path, tiny_qwen3_path
 
 # %% auto #0
-__all__ = ['DTYPES', 'resolve_device', 'resolve_dtype', 'resolve_model_path', 'load_tokenizer', 'load_causal_lm', 'nucleus',
-           'grown_nucleus', 'choose_tokens', 'SamplerClosed', 'LocalSamplingClient']
+__all__ = ['DTYPES', 'PREFIX_CACHE_CPU_BYTES', 'PREFIX_CACHE_CUDA_SHARE', 'PREFIX_MIN_SHARED', 'resolve_device', 'resolve_dtype',
+           'prefix_cache_bytes', 'resolve_model_path', 'load_tokenizer', 'load_causal_lm', 'nucleus', 'grown_nucleus',
+           'choose_tokens_and_logprobs', 'choose_tokens', 'SamplerClosed', 'LocalSamplingClient']
 
 # %% ../nbs/21_local_sampler.ipynb #c78681c5
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -43,6 +45,17 @@ def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torc
     if dtype is None or dtype == "auto": return torch.bfloat16 if device.type == "cuda" else torch.float32
     if dtype not in DTYPES: raise UserError(f"--dtype: {dtype!r} is not one of auto, {', '.join(DTYPES)}", status=2)
     return DTYPES[dtype]
+
+PREFIX_CACHE_CPU_BYTES = 2**30             # the prefix cache's budget on the CPU
+PREFIX_CACHE_CUDA_SHARE = 0.25             # on CUDA: this share of the memory free when a sampler starts
+
+def prefix_cache_bytes(device: torch.device, gb: float | None = None) -> int:
+    "Bytes of KV cache kept for prompt prefixes: `gb` GiB if given, else 1 GiB on the CPU, a quarter of the free memory on CUDA."
+    if gb is not None: return int(gb * 2**30)
+    if device.type != "cuda": return PREFIX_CACHE_CPU_BYTES
+    free, _ = torch.cuda.mem_get_info(device)
+    return int(free * PREFIX_CACHE_CUDA_SHARE)
+
 
 # %% ../nbs/21_local_sampler.ipynb #1ef8790d
 def resolve_model_path(base_model: str) -> Path:
@@ -80,11 +93,17 @@ def load_causal_lm(base_model: str, device: torch.device, dtype: torch.dtype):
     return model.to(device).eval()
 
 # %% ../nbs/21_local_sampler.ipynb #b3968979
-def _sample_softmax(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-    "Inverse-CDF draw per row of `probs` [B, V] in vocabulary order, no sort."
-    cdf = probs.cumsum(-1)
-    idx = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True)[:, 0].clamp(max=probs.shape[-1] - 1)
-    return torch.where(probs.gather(1, idx[:, None])[:, 0] > 0, idx, probs.argmax(-1))   # never a 0-probability token
+def _sample_softmax(logits: torch.Tensor, temperature: torch.Tensor, u: torch.Tensor):
+    """Inverse-CDF draw per row of softmax(`logits` [B, V] / `temperature`) in vocabulary order (no sort, no
+    normalization pass): the tokens, and each row's log-partition log(sum(exp(logits))) when every temperature is 1."""
+    top = logits.max(-1, keepdim=True).values
+    weights = logits - top
+    ones = bool((temperature == 1).all())
+    if not ones: weights.div_(temperature[:, None])
+    cdf = weights.exp_().cumsum_(-1)                                 # unnormalized: the draw scales u by the total
+    idx = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True)[:, 0]
+    tokens = torch.where(idx < logits.shape[-1], idx, logits.argmax(-1))   # u * total rounded up to the total: the mode
+    return tokens, (top[:, 0] + cdf[:, -1].log()) if ones else None
 
 def _canonical_top(scaled: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     "The `k` largest `scaled` per row and their ids, ordered by value descending then id ascending."
@@ -126,23 +145,30 @@ def _sample_nucleus(scaled, probs, top_k, top_p, u, k0: int = 256) -> torch.Tens
     idx = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True)[:, 0]
     return ids.gather(1, torch.minimum(idx, n - 1)[:, None])[:, 0]
 
+def choose_tokens_and_logprobs(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor,
+                               top_p: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    "`choose_tokens`, and the chosen tokens' logprobs under `log_softmax(logits)` (temperature 1, no filtering)."
+    logits = logits.float()
+    plain = (temperature > 0) & (top_k <= 0) & (top_p >= 1)
+    filtered = (temperature > 0) & ~plain
+    lse = None
+    if bool(plain.all()): out, lse = _sample_softmax(logits, temperature, u)   # the training setting: one path, no copies
+    else:
+        out = logits.argmax(-1)
+        if bool(plain.any()):
+            rows = plain.nonzero()[:, 0]
+            out[rows] = _sample_softmax(logits[rows], temperature[rows], u[rows])[0]
+        if bool(filtered.any()):
+            rows = filtered.nonzero()[:, 0]
+            scaled = logits[rows] / temperature[rows, None]
+            out[rows] = _sample_nucleus(scaled, scaled.softmax(-1), top_k[rows], top_p[rows], u[rows])
+    if lse is None: lse = logits.logsumexp(-1)
+    return out, logits.gather(1, out[:, None])[:, 0] - lse
+
 def choose_tokens(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor,
                   u: torch.Tensor) -> torch.Tensor:
     "One token per row of `logits` [B, V] by inverse-CDF sampling with per-row temperature/top-k/top-p and uniforms `u` [B]."
-    logits = logits.float()
-    out = logits.argmax(-1)
-    scaled = logits / temperature.clamp_min(1e-6)[:, None]
-    probs = scaled.softmax(-1)
-    plain = (temperature > 0) & (top_k <= 0) & (top_p >= 1)
-    filtered = (temperature > 0) & ~plain
-    if bool(plain.any()):
-        rows = plain.nonzero()[:, 0]
-        out[rows] = _sample_softmax(probs[rows], u[rows])
-    if bool(filtered.all()): return _sample_nucleus(scaled, probs, top_k, top_p, u)
-    if bool(filtered.any()):
-        rows = filtered.nonzero()[:, 0]
-        out[rows] = _sample_nucleus(scaled[rows], probs[rows], top_k[rows], top_p[rows], u[rows])
-    return out
+    return choose_tokens_and_logprobs(logits, temperature, top_k, top_p, u)[0]
 
 # %% ../nbs/21_local_sampler.ipynb #a0f576e5
 @dataclass
@@ -194,22 +220,19 @@ def _stackable(cache) -> bool:
     layers = getattr(cache, "layers", None)
     return bool(layers) and all(type(l) is DynamicLayer for l in layers)
 
-def _stack_caches(caches: list, lengths: list[int], config):
-    "One `DynamicCache` holding `caches` (batch 1 each) left-padded to the longest of `lengths`."
-    from transformers import DynamicCache
-    L = max(lengths)
-    out = DynamicCache(config=config)
-    for li in range(len(caches[0].layers)):
-        ks = [torch.nn.functional.pad(c.layers[li].keys, (0, 0, L - n, 0)) for c, n in zip(caches, lengths)]
-        vs = [torch.nn.functional.pad(c.layers[li].values, (0, 0, L - n, 0)) for c, n in zip(caches, lengths)]
-        out.update(torch.cat(ks), torch.cat(vs), li)
-    return out
-
 def _select_rows(cache, keep: torch.Tensor, trim: int) -> None:
-    "Keep batch rows `keep` of `cache` and drop its first `trim` positions, in place."
+    "Keep batch rows `keep` of `cache` and drop its first `trim` positions, in place (one copy: the next step's append makes it contiguous)."
     for layer in cache.layers:
-        layer.keys = layer.keys[keep, :, trim:].contiguous()
-        layer.values = layer.values[keep, :, trim:].contiguous()
+        layer.keys = layer.keys[keep][:, :, trim:]
+        layer.values = layer.values[keep][:, :, trim:]
+
+def _padded_cat(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    "`a` and `b` [B, ..., L, D] stacked along the batch, each left-padded with zeros to the longer L (one copy)."
+    L = max(a.shape[-2], b.shape[-2])
+    out = a.new_zeros((a.shape[0] + b.shape[0], *a.shape[1:-2], L, a.shape[-1]))
+    out[: a.shape[0], ..., L - a.shape[-2]:, :] = a
+    out[a.shape[0]:, ..., L - b.shape[-2]:, :] = b
+    return out
 
 # %% ../nbs/21_local_sampler.ipynb #1699a5e5
 class SamplerClosed(RuntimeError):
@@ -221,13 +244,31 @@ def _resolve(future: Future, result=None, error: BaseException | None = None) ->
     try: future.set_exception(error) if error is not None else future.set_result(result)
     except Exception: pass             # cancelled between the check and the call (InvalidStateError)
 
+@dataclass
+class _Running:
+    "Rows decoded together: their batch cache, attention mask [B, L], next positions [B], next-token logits [B, V]."
+    rows: list = field(default_factory=list)
+    cache: object = None
+    mask: torch.Tensor | None = None
+    pos: torch.Tensor | None = None
+    logits: torch.Tensor | None = None
+    temp: torch.Tensor | None = None
+    top_k: torch.Tensor | None = None
+    top_p: torch.Tensor | None = None
+
+    def clear(self) -> None:
+        "Forget every row."
+        self.rows, self.cache, self.mask, self.pos, self.logits, self.temp, self.top_k, self.top_p = [], *[None] * 7
+
 class _Engine:
-    "A model served by a worker thread that batches queued requests."
+    "A model served by a worker thread that decodes a running batch and admits new requests between steps."
     live: weakref.WeakSet = weakref.WeakSet()      # engines still serving (a class attribute outlives module globals)
     def __init__(self, model, tokenizer, max_batch_rows: int = 64, batch_window_s: float = 0.002,
-                 prefill_chunk: int = 4096, cpu_threads: int | None = 1, prefix_cache_bytes: int = 2**30):
-        self.model, self.tokenizer, self.cpu_threads = model, tokenizer, cpu_threads
+                 prefill_chunk: int = 4096, cpu_threads: int | None = 1, prefix_cache_bytes: int = 2**30,
+                 continuous: bool = True):
+        self.model, self.tokenizer, self.cpu_threads, self.continuous = model, tokenizer, cpu_threads, continuous
         self.prefix_cache_bytes, self.prefix_cache, self.prefix_hits, self.prefix_tokens_saved = prefix_cache_bytes, {}, 0, 0
+        self.prefix_ids = {}                            # stored sequence -> its token ids as a tensor (for matching)
         self.max_batch_rows, self.batch_window_s, self.prefill_chunk = max_batch_rows, batch_window_s, prefill_chunk
         self.device = next(model.parameters()).device
         self.vocab = model.get_output_embeddings().weight.shape[0]
@@ -239,6 +280,8 @@ class _Engine:
         im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
         if isinstance(im_end, int) and im_end != tokenizer.unk_token_id: ids.add(im_end)
         self.default_stop_ids = ids
+        self.running, self.waiting, self.open = _Running(), deque(), {}
+        self.steps, self.joined_running = 0, 0          # decoding steps run; requests admitted while rows decoded
         self.queue: queue.Queue = queue.Queue()
         self.closed = threading.Event()
         self.thread = threading.Thread(target=self._serve, name="local-sampler", daemon=True)
@@ -259,28 +302,70 @@ class _Engine:
         self.live.discard(self)
 
     def _serve(self) -> None:
-        "Worker loop: collect requests arriving within the batch window and serve them together."
+        "Worker loop: take arrived requests, admit what fits, run one decoding step; repeat until stopped."
         if self.device.type == "cpu" and self.cpu_threads: torch.set_num_threads(self.cpu_threads)   # this thread only
         while not self.closed.is_set():
-            req = self.queue.get()
-            if req is None: break
-            batch, rows = [req], req.num_samples
-            deadline = time.monotonic() + self.batch_window_s
-            while rows < self.max_batch_rows:
-                wait = deadline - time.monotonic()
-                try: nxt = self.queue.get(timeout=wait) if wait > 0 else self.queue.get_nowait()
-                except queue.Empty: break
-                if nxt is None: break
-                batch.append(nxt); rows += nxt.num_samples
+            if not self._collect(): break
+            self._admit_waiting()
+            if not self.running.rows: continue
             try:
-                with torch.inference_mode(): self._serve_batch(batch)
-            except BaseException as e:
-                for r in batch: _resolve(r.future, error=e)
+                with torch.inference_mode(): self._step(self.running)
+            except BaseException as e: self._fail(self.running, e)
         self.closed.set()
+        self._fail(self.running, SamplerClosed("the sampling client was closed while it was decoding"))
+        gone = SamplerClosed("the sampling client was closed")
+        while self.waiting: _resolve(self.waiting.popleft().future, error=gone)
         while True:                     # fail whatever is still queued
             try: req = self.queue.get_nowait()
             except queue.Empty: break
-            if req is not None: _resolve(req.future, error=SamplerClosed("the sampling client was closed"))
+            if req is not None: _resolve(req.future, error=gone)
+
+    def _collect(self) -> bool:
+        "Move arrived requests to `waiting`; when nothing decodes, block for one, then wait the batch window. False once stopped."
+        if self.running.rows:
+            while True:
+                try: req = self.queue.get_nowait()
+                except queue.Empty: return True
+                if req is None: return False
+                self.waiting.append(req)
+        if not self.waiting:
+            req = self.queue.get()
+            if req is None: return False
+            self.waiting.append(req)
+        deadline = time.monotonic() + self.batch_window_s
+        while sum(r.num_samples for r in self.waiting) < self.max_batch_rows:
+            wait = deadline - time.monotonic()
+            try: req = self.queue.get(timeout=wait) if wait > 0 else self.queue.get_nowait()
+            except queue.Empty: break
+            if req is None: break       # stopping: what came before is still admitted (logprobs answered, samples fail)
+            self.waiting.append(req)
+        return True
+
+    def _admit_waiting(self) -> None:
+        "Admit waiting requests while their rows fit in `max_batch_rows` (static mode: only when nothing decodes)."
+        if not self.continuous and self.running.rows: return
+        rows, new = len(self.running.rows), []
+        while self.waiting:
+            n = self.waiting[0].num_samples if self.waiting[0].kind == "sample" else 0
+            if rows + n > self.max_batch_rows and rows > 0: break
+            new.append(self.waiting.popleft()); rows += n
+        if not new: return
+        if self.running.rows: self.joined_running += sum(r.kind == "sample" for r in new)
+        try:
+            with torch.inference_mode(): self._admit(new)
+        except BaseException as e:
+            ids = {id(r) for r in new}
+            if any(id(r.req) in ids for r in self.running.rows): self._fail(self.running, e)   # it failed halfway in
+            for req in new:
+                self.open.pop(id(req), None)
+                _resolve(req.future, error=e)
+
+    def _fail(self, run: _Running, error: BaseException) -> None:
+        "Fail the requests of every row of `run` with `error` and empty it."
+        for row in run.rows:
+            self.open.pop(id(row.req), None)
+            _resolve(row.req.future, error=error)
+        run.clear()
 
     def _forward(self, ids, cache, **kw):
         "One forward pass that extends `cache`."
@@ -290,7 +375,6 @@ class _Engine:
 def _stop_live_engines() -> None:
     "At interpreter exit, stop every engine still serving and join its thread (torch must not be killed mid-step)."
     for engine in list(_Engine.live): engine.stop()
-
 
 # %% ../nbs/21_local_sampler.ipynb #7daac236
 def _prefill(self, tokens: list[int], want_prompt: bool, topk: int = 0):
@@ -333,57 +417,170 @@ def _store_prefix(self, tokens: list[int], layers: list) -> None:
     while store and total > self.prefix_cache_bytes:
         oldest = next(iter(store))
         total -= _cache_nbytes(store.pop(oldest))
+        self.prefix_ids.pop(oldest, None)
+
+PREFIX_MIN_SHARED = 32        # a stored sequence that only shares a first part lends it from this many tokens on
+
+def _shared_length(self, key: tuple, want: torch.Tensor) -> int:
+    "How many first tokens the stored sequence `key` shares with `want`."
+    ids = self.prefix_ids.get(key)
+    if ids is None: ids = self.prefix_ids[key] = torch.tensor(key)
+    m = min(len(key), len(want))
+    differ = (ids[:m] != want[:m]).nonzero()
+    return int(differ[0, 0]) if len(differ) else m
+
+def _take_prefix(self, tokens: list[int]) -> tuple[list | None, int]:
+    """The stored (keys, values) layers that cover the longest first part of `tokens` (never its last token), and
+    that part's length. A stored sequence that is a prefix of `tokens` is taken out of the store (the new row will
+    store a longer one); one that only shares a first part of `PREFIX_MIN_SHARED` tokens or more (the system prompt
+    and task of a group's other trajectories) lends views of that part and stays."""
+    if not self.prefix_cache or len(tokens) < 2: return None, 0
+    want = torch.tensor(tokens[:-1])
+    best, n = None, 0
+    for key in self.prefix_cache:
+        if min(len(key), len(want)) < n: continue                  # cannot share more than the best so far
+        shared = self._shared_length(key, want)
+        whole = shared == len(key)
+        if not whole and shared < PREFIX_MIN_SHARED: continue
+        if shared > n or (shared == n and whole): best, n = key, shared
+    if best is None: return None, 0
+    self.prefix_hits += 1; self.prefix_tokens_saved += n
+    if n == len(best):
+        self.prefix_ids.pop(best, None)
+        return self.prefix_cache.pop(best), n
+    return [(k[:, :, :n], v[:, :, :n]) for k, v in self.prefix_cache[best]], n
 
 def _reuse_prefix(self, tokens: list[int]):
     "A `DynamicCache` of the longest stored prefix of `tokens` (taken out of the store) and its length, or (None, 0)."
     from transformers import DynamicCache
-    best = None
-    for key in self.prefix_cache:
-        if len(key) < len(tokens) and (best is None or len(key) > len(best)) and tuple(tokens[: len(key)]) == key:
-            best = key
-    if best is None: return None, 0
-    layers = self.prefix_cache.pop(best)
+    layers, n = self._take_prefix(tokens)
+    if layers is None: return None, 0
     cache = DynamicCache(config=self.model.config)
     for li, (k, v) in enumerate(layers): cache.update(k, v, li)
-    self.prefix_hits += 1; self.prefix_tokens_saved += len(best)
-    return cache, len(best)
+    return cache, n
 
-_Engine._store_prefix, _Engine._reuse_prefix = _store_prefix, _reuse_prefix
+_Engine._store_prefix, _Engine._shared_length, _Engine._take_prefix, _Engine._reuse_prefix = (
+    _store_prefix, _shared_length, _take_prefix, _reuse_prefix)
+
+# %% ../nbs/21_local_sampler.ipynb #5a921d69
+def _suffix_groups(lengths: list[int]) -> list[list[int]]:
+    "Indices of `lengths` grouped so that each group's padded size (count x longest) is at most twice its total."
+    groups, cur, total = [], [], 0
+    for i in sorted(range(len(lengths)), key=lambda i: lengths[i]):
+        if cur and (len(cur) + 1) * lengths[i] > 2 * (total + lengths[i]): groups.append(cur); cur, total = [], 0
+        cur.append(i); total += lengths[i]
+    return groups + [cur] if cur else groups
+
+def _prefill_batch(self, prompts: list[list[int]], found: list) -> tuple:
+    "Cache, mask [B, P+S], next positions [B] and last logits [B, V] of `prompts`, each after its stored prefix in `found`."
+    from transformers import DynamicCache
+    F = torch.nn.functional
+    B, dev = len(prompts), self.device
+    starts = [n for _, n in found]
+    P, S = max(starts), max(len(p) - n for p, n in zip(prompts, starts))
+    cache = DynamicCache(config=self.model.config)
+    if P:
+        ref = next(layers for layers, _ in found if layers is not None)
+        for li, (k0, v0) in enumerate(ref):
+            ks = [F.pad(l[li][0] if l is not None else k0[:, :, :0], (0, 0, P - n, 0)) for l, n in found]
+            vs = [F.pad(l[li][1] if l is not None else v0[:, :, :0], (0, 0, P - n, 0)) for l, n in found]
+            cache.update(torch.cat(ks), torch.cat(vs), li)
+    mask = torch.zeros(B, P + S, dtype=torch.long, device=dev)
+    ids = torch.zeros(B, S, dtype=torch.long, device=dev)
+    pos = torch.zeros(B, S, dtype=torch.long, device=dev)
+    for i, (p, n) in enumerate(zip(prompts, starts)):
+        s = len(p) - n
+        mask[i, P - n:P] = 1; mask[i, P + S - s:] = 1
+        ids[i, S - s:] = torch.tensor(p[n:], device=dev)
+        pos[i, S - s:] = torch.arange(n, len(p), device=dev)
+    width = max(1, self.prefill_chunk // B)
+    for c in range(0, S, width):
+        e = min(S, c + width)
+        out = self._forward(ids[:, c:e], cache, attention_mask=mask[:, :P + e], position_ids=pos[:, c:e], logits_to_keep=1)
+    return cache, mask, torch.tensor([len(p) for p in prompts], device=dev), out.logits[:, -1].float()
+
+_Engine._prefill_batch = _prefill_batch
 
 # %% ../nbs/21_local_sampler.ipynb #5acc0eac
-def _serve_batch(self, batch: list[_Request]) -> None:
-    "Serve `batch`: prefill every prompt, then decode all sample rows together."
-    caches, rows, extras = [], [], {}
-    for req in batch:
-        want = req.kind == "logprobs" or req.prompt_logprobs or req.topk_prompt_logprobs > 0
-        cache, last, plps, topks = self._prefill(req.prompt, want, req.topk_prompt_logprobs)
-        if req.kind == "logprobs":
-            _resolve(req.future, plps); continue
-        extras[id(req)] = (plps, topks)
-        stop_ids, stop_strings = _stop_sets(req.params, self.default_stop_ids)
-        for j in range(req.num_samples):
-            g = torch.Generator(device=self.device); g.manual_seed(_row_seed(req.params.seed, j))
-            rows.append(_Row(req, g, stop_ids, stop_strings))
-            caches.append((cache, last))
-    if not rows: return
-    if all(_stackable(c) for c, _ in caches): self._decode(rows, caches)
-    else:  # decoding extends a cache in place: the K samples of one request each need their own copy of the prompt's
-        seen, own = set(), []
-        for c, last in caches:
-            own.append((copy.deepcopy(c) if id(c) in seen else c, last)); seen.add(id(c))
-        for row, c in zip(rows, own): self._decode([row], [c])
-    done = {}
-    for row in rows: done.setdefault(id(row.req), (row.req, []))[1].append(row)
-    for req, req_rows in done.values():
-        plps, topks = extras[id(req)]
-        seqs = [SampleSequence(stop_reason=r.stop_reason, tokens=r.tokens, logprobs=r.logprobs,
-                               text=self.tokenizer.decode(r.tokens) if req.return_text else None) for r in req_rows]
-        _resolve(req.future, SampleResponse(
-            sequences=seqs, prompt_logprobs=plps if req.prompt_logprobs else [],
-            topk_prompt_logprobs=topks if req.topk_prompt_logprobs else [],
-            input_tokens=len(req.prompt), output_tokens=sum(len(r.tokens) for r in req_rows)))
+def _merge(run: _Running, rows: list[_Row], cache, mask: torch.Tensor, pos: torch.Tensor, logits: torch.Tensor) -> None:
+    "Add `rows` (with their batch `cache`, `mask`, next positions `pos`, next-token `logits`) to `run`."
+    dev = logits.device
+    temp = torch.tensor([float(r.req.params.temperature) for r in rows], device=dev)
+    top_k = torch.tensor([int(r.req.params.top_k) for r in rows], device=dev)
+    top_p = torch.tensor([float(r.req.params.top_p) for r in rows], device=dev)
+    if not run.rows:
+        run.rows, run.cache, run.mask, run.pos, run.logits = list(rows), cache, mask, pos, logits
+        run.temp, run.top_k, run.top_p = temp, top_k, top_p
+        return
+    F = torch.nn.functional
+    a, b = run.mask.shape[1], mask.shape[1]
+    L = max(a, b)
+    for old, new in zip(run.cache.layers, cache.layers):
+        old.keys, old.values = _padded_cat(old.keys, new.keys), _padded_cat(old.values, new.values)
+    run.mask = torch.cat([F.pad(run.mask, (L - a, 0)), F.pad(mask, (L - b, 0))])
+    run.pos, run.logits = torch.cat([run.pos, pos]), torch.cat([run.logits, logits])
+    run.temp, run.top_k, run.top_p = torch.cat([run.temp, temp]), torch.cat([run.top_k, top_k]), torch.cat([run.top_p, top_p])
+    run.rows += rows
 
-_Engine._serve_batch = _serve_batch
+def _rows_of(self, req: _Request, plps, topks) -> list[_Row]:
+    "The `num_samples` rows of sample request `req`, registered as open until the last one stops."
+    stop_ids, stop_strings = _stop_sets(req.params, self.default_stop_ids)
+    rows = []
+    for j in range(req.num_samples):
+        g = torch.Generator(device=self.device); g.manual_seed(_row_seed(req.params.seed, j))
+        rows.append(_Row(req, g, stop_ids, stop_strings))
+    self.open[id(req)] = [req, rows, plps, topks, len(rows)]
+    return rows
+
+def _admit(self, reqs: list[_Request]) -> None:
+    "Answer the `compute_logprobs` requests of `reqs`; prefill the sample requests and add their rows to the running batch."
+    from transformers import DynamicCache
+    samples = []
+    for req in reqs:
+        if req.kind == "logprobs": _resolve(req.future, self._prefill(req.prompt, True)[2])
+        elif not req.future.cancelled(): samples.append(req)
+    if not samples: return
+    if not _stackable(DynamicCache(config=self.model.config)):
+        for req in samples: self._serve_alone(req)
+        return
+    parts = []                                        # (requests, cache, mask, pos, logits), one batch row per request
+    alone = [r for r in samples if not self.continuous or r.prompt_logprobs or r.topk_prompt_logprobs > 0]
+    for req in alone:
+        want = req.prompt_logprobs or req.topk_prompt_logprobs > 0
+        cache, last, plps, topks = self._prefill(req.prompt, want, req.topk_prompt_logprobs)
+        n = len(req.prompt)
+        parts.append(([(req, plps, topks)], cache, torch.ones(1, n, dtype=torch.long, device=self.device),
+                      torch.tensor([n], device=self.device), last[None]))
+    alone_ids = {id(r) for r in alone}
+    together = [r for r in samples if id(r) not in alone_ids]
+    found = [self._take_prefix(r.prompt) for r in together]
+    for group in _suffix_groups([len(r.prompt) - n for r, (_, n) in zip(together, found)]):
+        cache, mask, pos, logits = self._prefill_batch([together[i].prompt for i in group], [found[i] for i in group])
+        parts.append(([(together[i], [None], [None]) for i in group], cache, mask, pos, logits))
+    for entries, cache, mask, pos, logits in parts:
+        rows, index = [], []
+        for b, (req, plps, topks) in enumerate(entries):
+            rows += self._rows_of(req, plps, topks); index += [b] * req.num_samples
+        if len(index) != len(entries):                # several samples of one prompt: one cache row each
+            idx = torch.tensor(index, device=self.device)
+            for layer in cache.layers: layer.keys, layer.values = layer.keys[idx], layer.values[idx]
+            mask, pos, logits = mask[idx], pos[idx], logits[idx]
+        _merge(self.running, rows, cache, mask, pos, logits)
+
+def _serve_alone(self, req: _Request) -> None:
+    "Serve sample request `req` by itself, one row after another, each from its own copy of the prompt's cache."
+    want = req.prompt_logprobs or req.topk_prompt_logprobs > 0
+    cache, last, plps, topks = self._prefill(req.prompt, want, req.topk_prompt_logprobs)
+    n, run = len(req.prompt), _Running()
+    for j, row in enumerate(self._rows_of(req, plps, topks)):
+        own = copy.deepcopy(cache) if j < req.num_samples - 1 else cache   # decoding extends a cache in place
+        _merge(run, [row], own, torch.ones(1, n, dtype=torch.long, device=self.device),
+               torch.tensor([n], device=self.device), last[None])
+        try:
+            while run.rows: self._step(run)
+        except BaseException as e: self._fail(run, e); raise
+
+_Engine._rows_of, _Engine._admit, _Engine._serve_alone = _rows_of, _admit, _serve_alone
 
 # %% ../nbs/21_local_sampler.ipynb #66df1a55
 def _finished(self, row: _Row, token: int) -> str | None:
@@ -396,49 +593,57 @@ def _finished(self, row: _Row, token: int) -> str | None:
     if len(row.tokens) >= row.req.params.max_tokens: return "length"
     return None
 
-def _decode(self, rows: list[_Row], caches: list) -> None:
-    "Generate every row of `rows` to completion, batched, starting from their prefilled `caches`."
-    stackable = _stackable(caches[0][0])
-    lengths = [len(r.req.prompt) for r in rows]
-    L, dev = max(lengths), self.device
-    cache = _stack_caches([c for c, _ in caches], lengths, self.model.config) if len(rows) > 1 else caches[0][0]
-    logits = torch.stack([last for _, last in caches])
-    mask = torch.zeros(len(rows), L, dtype=torch.long, device=dev)
-    for i, n in enumerate(lengths): mask[i, L - n:] = 1
-    pos = torch.tensor(lengths, device=dev)
-    temp = torch.tensor([float(r.req.params.temperature) for r in rows], device=dev)
-    top_k = torch.tensor([int(r.req.params.top_k) for r in rows], device=dev)
-    top_p = torch.tensor([float(r.req.params.top_p) for r in rows], device=dev)
-    active = list(rows)
-    while True:
-        if self.closed.is_set(): raise SamplerClosed("the sampling client was closed while it was decoding")
-        u = torch.cat([torch.rand(1, generator=r.gen, device=dev) for r in active])
-        toks = choose_tokens(logits, temp, top_k, top_p, u)
-        lps = logits.float().log_softmax(-1).gather(1, toks[:, None])[:, 0]
-        keep = []
-        for i, (r, t, lp) in enumerate(zip(active, toks.tolist(), lps.tolist())):
-            r.tokens.append(t); r.logprobs.append(lp)
-            r.stop_reason = self._finished(r, t)
-            if r.stop_reason is None and r.req.future.cancelled(): r.stop_reason = "cancelled"   # its caller is gone
-            if r.stop_reason is None: keep.append(i)
-            elif stackable and r.stop_reason != "cancelled":
-                pad = int((mask[i] == 0).sum())
-                self._store_prefix(r.req.prompt + r.tokens[:-1],
-                                   [(l.keys[i:i + 1, :, pad:].clone(), l.values[i:i + 1, :, pad:].clone()) for l in cache.layers])
-        if not keep: return
-        if len(keep) < len(active):
-            idx = torch.tensor(keep, device=dev)
-            mask, toks, pos, temp, top_k, top_p = mask[idx], toks[idx], pos[idx], temp[idx], top_k[idx], top_p[idx]
-            trim = int((mask.cumsum(1) == 0).sum(1).min())
-            _select_rows(cache, idx, trim)
-            mask = mask[:, trim:]
-            active = [active[i] for i in keep]
-        mask = torch.cat([mask, torch.ones(len(active), 1, dtype=mask.dtype, device=dev)], 1)
-        out = self._forward(toks[:, None], cache, attention_mask=mask, position_ids=pos[:, None])
-        logits = out.logits[:, -1]
-        pos = pos + 1
+def _row_done(self, row: _Row) -> None:
+    "Count `row` as stopped; answer its request once all its rows have stopped."
+    entry = self.open.get(id(row.req))
+    if entry is None: return
+    entry[4] -= 1
+    if entry[4] > 0: return
+    req, rows, plps, topks, _ = self.open.pop(id(row.req))
+    seqs = [SampleSequence(stop_reason=r.stop_reason, tokens=r.tokens, logprobs=r.logprobs,
+                           text=self.tokenizer.decode(r.tokens) if req.return_text else None) for r in rows]
+    _resolve(req.future, SampleResponse(
+        sequences=seqs, prompt_logprobs=plps if req.prompt_logprobs else [],
+        topk_prompt_logprobs=topks if req.topk_prompt_logprobs else [],
+        input_tokens=len(req.prompt), output_tokens=sum(len(r.tokens) for r in rows)))
 
-_Engine._finished, _Engine._decode = _finished, _decode
+def _select(run: _Running, keep: list[int]) -> None:
+    "Keep rows `keep` of `run`, and trim the left padding that all of them have."
+    idx = torch.tensor(keep, device=run.mask.device)
+    mask = run.mask[idx]
+    trim = int((mask.cumsum(1) == 0).sum(1).min())
+    _select_rows(run.cache, idx, trim)
+    run.mask, run.pos, run.logits = mask[:, trim:], run.pos[idx], run.logits[idx]
+    run.temp, run.top_k, run.top_p = run.temp[idx], run.top_k[idx], run.top_p[idx]
+    run.rows = [run.rows[i] for i in keep]
+
+def _step(self, run: _Running) -> None:
+    "One decoding step of every row of `run`."
+    if self.closed.is_set(): raise SamplerClosed("the sampling client was closed while it was decoding")
+    dev = self.device
+    u = torch.cat([torch.rand(1, generator=r.gen, device=dev) for r in run.rows])
+    toks, lps = choose_tokens_and_logprobs(run.logits, run.temp, run.top_k, run.top_p, u)
+    keep, stackable = [], _stackable(run.cache)
+    for i, (r, t, lp) in enumerate(zip(run.rows, toks.tolist(), lps.tolist())):
+        r.tokens.append(t); r.logprobs.append(lp)
+        r.stop_reason = self._finished(r, t)
+        if r.stop_reason is None and r.req.future.cancelled(): r.stop_reason = "cancelled"   # its caller is gone
+        if r.stop_reason is None: keep.append(i); continue
+        if stackable and r.stop_reason != "cancelled":
+            real = run.mask[i].bool()
+            self._store_prefix(r.req.prompt + r.tokens[:-1],
+                               [(l.keys[i:i + 1, :, real], l.values[i:i + 1, :, real]) for l in run.cache.layers])
+        self._row_done(r)
+    self.steps += 1
+    if not keep: run.clear(); return
+    if len(keep) < len(run.rows):
+        _select(run, keep)
+        toks = toks[torch.tensor(keep, device=dev)]
+    run.mask = torch.cat([run.mask, torch.ones(len(run.rows), 1, dtype=run.mask.dtype, device=dev)], 1)
+    out = self._forward(toks[:, None], run.cache, attention_mask=run.mask, position_ids=run.pos[:, None])
+    run.logits, run.pos = out.logits[:, -1].float(), run.pos + 1
+
+_Engine._finished, _Engine._row_done, _Engine._step = _finished, _row_done, _step
 
 # %% ../nbs/21_local_sampler.ipynb #d1d217b5
 class LocalSamplingClient:

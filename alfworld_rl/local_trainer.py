@@ -87,11 +87,16 @@ def _CACHE_ARG(backbone) -> str:
     import inspect
     return "cache" if "cache" in inspect.signature(backbone.forward).parameters else "past_key_values"
 
+def _checkpointing(backbone) -> bool:
+    "Whether `backbone`'s layers will be checkpointed in this pass (they then run without a cache)."
+    return backbone.training and torch.is_grad_enabled() and any(getattr(m, "gradient_checkpointing", False) for m in backbone.modules())
+
 def backbone_hidden(backbone, inputs: list[list[int]], pad_id: int = 0, min_shared: int = 64) -> torch.Tensor:
     "Last hidden states `[B, L, H]` of the right-padded `inputs`; a prefix every row shares is computed once."
     dev = next(backbone.parameters()).device
     B, L = len(inputs), max(len(x) for x in inputs)
     P = min(common_prefix_length(inputs), min(len(x) for x in inputs) - 1) if B > 1 else 0
+    if _checkpointing(backbone): P = 0                 # checkpointed layers keep no cache: no shared prefix
     cache = None
     if P >= min_shared:
         pre = backbone(input_ids=torch.tensor([inputs[0][:P]], device=dev), use_cache=True)
@@ -205,7 +210,8 @@ class _ClientCore:
     "The state of a local training client: the LoRA model, its optimizer slot, its worker thread."
     def __init__(self, service, base_model: str, rank: int = 32, seed: int | None = None, train_mlp: bool = True,
                  train_attn: bool = True, train_unembed: bool = True, lora_alpha: float | None = None,
-                 target_modules: list[str] | None = None, microbatch_tokens: int = 16384):
+                 target_modules: list[str] | None = None, microbatch_tokens: int = 16384,
+                 gradient_checkpointing: bool = False):
         if not isinstance(rank, int) or rank not in range(4, 65):
             raise ValidationError(f"rank must be in [4, 64]. Got {rank}", code="validation.invalid_lora_rank")
         self.service, self.base_model, self.microbatch_tokens = service, base_model, microbatch_tokens
@@ -214,6 +220,11 @@ class _ClientCore:
             raise ValidationError("at least one of train_mlp, train_attn, train_unembed must be true",
                                   code="validation.invalid_lora_targets")
         base = load_causal_lm(base_model, service.device, service.dtype)
+        self.gradient_checkpointing = bool(gradient_checkpointing)
+        if self.gradient_checkpointing:           # recompute each decoder layer in the backward pass instead of keeping its activations
+            enable = getattr(base, "activation_checkpointing_enable", None)       # transformers >= 5.2x; the old name before
+            if enable is not None: enable(activation_checkpointing_kwargs={"use_reentrant": False})
+            else: base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.lora = SimpleNamespace(rank=rank, seed=self.seed, train_mlp=train_mlp, train_attn=train_attn,
                                     train_unembed=train_unembed, alpha=float(lora_alpha or 32),
                                     target_modules=list(target_modules or lora_targets(base, train_mlp, train_attn, train_unembed)))

@@ -92,7 +92,7 @@ def check_value(name: str, s: Setting, value) -> None:
     if s.rule is not None and not s.rule.ok(value): raise bad(name, s.rule.words(), value)
 
 # %% ../nbs/38_settings.ipynb #0c2d3a9c
-from .backends import BACKENDS, DTYPE_CHOICES
+from .backends import BACKENDS, DTYPE_CHOICES, GRADIENT_CHECKPOINTING
 SWANLAB_MODES = ("online", "local", "offline", "disabled")
 ENGINES = ("textworld", "fast")
 NAME_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9_-])?$")   # PyTRIO's rule for names in checkpoint paths
@@ -109,6 +109,12 @@ MODEL = {
                       matches(r"auto|cpu|cuda(:\d+)?", "auto, cpu, cuda or cuda:N")),
     "dtype": Setting(str, "auto", "local backend dtype: auto (bfloat16 on CUDA, float32 on CPU), float32, bfloat16 or "
                      "float16", one_of(DTYPE_CHOICES)),
+    "prefix_cache_gb": Setting(float, None, "local backend: GiB of memory for the sampler's cached prompt prefixes "
+                               "(default: 1 on the CPU; on CUDA a quarter of the memory free when a sampler starts)",
+                               number(">= 0", _non_negative), optional=True),
+    "gradient_checkpointing": Setting(str, "auto", "local backend training: recompute the backbone's activations in the "
+                                      "backward pass (less memory, more compute): auto (on for CUDA), on or off",
+                                      one_of(GRADIENT_CHECKPOINTING)),
 }
 DATA = {
     "data_root": Setting(str, None, "ALFWorld data root (default: $ALFWORLD_DATA or datasets/alfworld)", optional=True),

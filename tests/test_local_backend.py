@@ -334,3 +334,117 @@ def test_unstackable_cache_gives_every_sample_its_own_cache(svc, prompt, monkeyp
     for s in res.sequences:
         full = sc.compute_logprobs(ModelInput.from_ints(prompt + s.tokens)).result()
         torch.testing.assert_close(torch.tensor(s.logprobs), torch.tensor(full[len(prompt):]), atol=1e-4, rtol=0)
+
+
+def play_staggered(sc, starts, obs, turns=2, gap_s=0.004):
+    """Trajectories as an asynchronous rollout issues them: task i starts i * `gap_s` after the first; each turn
+    extends its prompt with the completion and `obs`. Per trajectory, the list of (tokens, logprobs) per turn."""
+    async def trajectory(i, prompt):
+        await asyncio.sleep(i * gap_s)
+        out = []
+        for t in range(turns):
+            sp = SamplingParams(max_tokens=5 + 3 * ((i + t) % 4), seed=100 * i + t, temperature=1.0,
+                                top_p=(1.0, 0.9)[i % 2], top_k=(0, 0, 20)[i % 3], stop=[])
+            res = await sc.sample_async(ModelInput.from_ints(prompt), num_samples=1 + (i % 3 == 0), sampling_params=sp)
+            out.append([(s.tokens, s.logprobs) for s in res.sequences])
+            prompt = prompt + res.sequences[0].tokens + obs
+        return out
+
+    async def everyone():
+        return await asyncio.gather(*[trajectory(i, p) for i, p in enumerate(starts)])
+    return asyncio.run(everyone())
+
+
+def test_continuous_batching_equals_one_at_a_time(svc, tok, prompt):
+    """Staggered requests decoded in one running batch (joining it mid-decode, prefilled together, second turns
+    from the prefix cache) give exactly the tokens of one-at-a-time sampling with the same seeds (float32)."""
+    from alfworld_rl.local_sampler import LocalSamplingClient
+    model = svc._base_model("tiny-qwen3")
+    obs = tok.encode("<|im_end|>\n<|im_start|>user\nNothing happens.<|im_end|>\n<|im_start|>assistant\n",
+                     add_special_tokens=False)
+    starts = [prompt[: 25 + 11 * i] for i in range(10)]
+    with LocalSamplingClient(model, tok, "tiny-qwen3", prefix_cache_bytes=0, max_batch_rows=1) as alone:
+        want = play_staggered(alone, starts, obs, gap_s=0.0)        # max_batch_rows=1: one row at a time
+    for continuous in (True, False):
+        with LocalSamplingClient(model, tok, "tiny-qwen3", continuous=continuous) as sc:
+            got = play_staggered(sc, starts, obs)
+            engine = sc._engine
+            assert engine.prefix_hits > 0                            # second turns reused the first turns' caches
+            assert engine.joined_running > 0 if continuous else engine.joined_running == 0
+        for traj_got, traj_want in zip(got, want):
+            for turn_got, turn_want in zip(traj_got, traj_want):
+                assert [t for t, _ in turn_got] == [t for t, _ in turn_want]
+                for (_, a), (_, b) in zip(turn_got, turn_want):
+                    torch.testing.assert_close(torch.tensor(a), torch.tensor(b), atol=1e-4, rtol=0)
+
+
+def test_batched_prefill_equals_single_prefill(svc, tok, prompt):
+    """Prompts prefilled together (different lengths, after stored prefixes taken whole or in part, so rows have
+    gaps) give the next-token logits of each prompt prefilled alone."""
+    from alfworld_rl.local_sampler import LocalSamplingClient
+    model = svc._base_model("tiny-qwen3")
+    with LocalSamplingClient(model, tok, "tiny-qwen3") as sc, torch.inference_mode():
+        engine = sc._engine
+        prompts = [prompt[: 20 + 17 * i] for i in range(5)]
+        singles = [engine._prefill(p, False)[1] for p in prompts]
+        engine.prefix_cache.clear()
+        for n in (18, 40, 60):        # stored sequences: taken whole when a prefix, lent in part when sharing >= 32 tokens
+            cache = engine._prefill(prompt[:n], True)[0]                 # True: no prefix reuse
+            engine._store_prefix(prompt[:n], [(l.keys, l.values) for l in cache.layers])
+        found = [engine._take_prefix(p) for p in prompts]
+        assert [n for _, n in found] == [18, 36, 53, 60, 40]          # whole, part of 40, part of 60, whole, whole
+        assert list(engine.prefix_cache) == []
+        cache, mask, pos, logits = engine._prefill_batch(prompts, found)
+        assert pos.tolist() == [len(p) for p in prompts]
+        assert mask.sum(1).tolist() == [len(p) for p in prompts]
+        torch.testing.assert_close(logits, torch.stack(singles), atol=1e-4, rtol=0)
+
+
+def test_gradient_checkpointing_gives_the_same_loss_and_gradients(svc, base_sampler, prompt):
+    """Checkpointing the backbone recomputes each decoder layer in the backward pass and changes nothing else:
+    the same loss, logprobs and LoRA gradients as without it (three datums sharing an 80-token prefix: without checkpointing, computed once)."""
+    seqs = [sample(base_sampler, prompt[: n], seed=i, max_tokens=8) for i, n in enumerate((len(prompt), len(prompt), 80))]
+    data = [policy_datum(prompt[: n], s, a) for n, s, a in zip((len(prompt), len(prompt), 80), seqs, (1.0, -0.5, 0.7))]
+    results = []
+    for checkpointing in (False, True):
+        tc = svc.create_lora_training_client("tiny-qwen3", rank=4, seed=2, gradient_checkpointing=checkpointing)
+        with torch.no_grad():
+            for p in tc.params: p.add_(0.05 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())))
+        mlp = tc.peft.get_base_model().model.layers[0].mlp
+        calls, forward = [], mlp.forward
+        mlp.forward = lambda x: calls.append(x.shape[1]) or forward(x)       # sees recomputations too (hooks do not)
+        out = tc.forward_backward(data, "ppo", CLIP).result(timeout=120)
+        del mlp.forward
+        results.append((out, lora_grads(tc), calls))
+    (a, ga, na), (b, gb, nb) = results
+    L = max(len(d.model_input) for d in data)
+    assert len(na) == 2 and na[0] < L               # without: the shared prefix once, then the rest of every datum
+    assert nb == [L, L]                             # with: the whole batch, then its recomputation in the backward pass
+    assert math.isclose(a.metrics["loss_sum"], b.metrics["loss_sum"], rel_tol=1e-5, abs_tol=1e-6)
+    for x, y in zip(a.loss_fn_outputs, b.loss_fn_outputs):
+        torch.testing.assert_close(torch.tensor(x["logprobs"].tolist()), torch.tensor(y["logprobs"].tolist()), atol=1e-5, rtol=0)
+    assert sum(g.abs().sum() for g in ga) > 0
+    for x, y in zip(ga, gb): torch.testing.assert_close(x, y, rtol=1e-4, atol=1e-7)
+
+
+def test_memory_settings(tmp_path):
+    """--prefix-cache-gb sets the sampler's prefix-cache budget (1 GiB on the CPU by default); --gradient-checkpointing
+    auto is off on the CPU; both are settings of train and eval with their rules."""
+    from alfworld_rl.settings import check_settings
+    from alfworld_rl.train_config import TrainConfig
+    from alfworld_rl.evaluate import EvalConfig
+    with make_service_client("local", device="cpu", checkpoint_root=tmp_path) as default, \
+            make_service_client("local", device="cpu", checkpoint_root=tmp_path, prefix_cache_gb=0.25,
+                                gradient_checkpointing="on") as set_:
+        assert default.create_sampling_client("tiny-qwen3")._engine.prefix_cache_bytes == 2**30
+        assert set_.create_sampling_client("tiny-qwen3")._engine.prefix_cache_bytes == 2**28
+        assert default.gradient_checkpointing is False and set_.gradient_checkpointing is True
+        assert set_.create_lora_training_client("tiny-qwen3", rank=4).gradient_checkpointing is True
+    with pytest.raises(UserError, match="--gradient-checkpointing must be one of auto, on, off"):
+        make_service_client("local", device="cpu", gradient_checkpointing="yes")
+    for cls in (TrainConfig, EvalConfig):
+        assert cls().prefix_cache_gb is None and cls().gradient_checkpointing == "auto"
+        with pytest.raises(UserError, match=r"--prefix-cache-gb must be >= 0 \(got -1\)"):
+            check_settings(cls(prefix_cache_gb=-1))
+        with pytest.raises(UserError, match="--gradient-checkpointing must be"):
+            check_settings(cls(gradient_checkpointing="sometimes"))
