@@ -286,7 +286,12 @@ class _Engine:
         self.closed = threading.Event()
         self.thread = threading.Thread(target=self._serve, name="local-sampler", daemon=True)
         self.live.add(self)
+        threads, self.threads_set = torch.get_num_threads(), threading.Event()
         self.thread.start()
+        self.threads_set.wait()
+        # torch.set_num_threads also sets the count that a thread starting torch work later begins with (training's
+        # threads included): give that back, keeping the worker's own count
+        torch.set_num_threads(threads)
 
     def submit(self, req: _Request) -> Future:
         "Queue `req`; its future resolves when the worker has served it."
@@ -303,7 +308,8 @@ class _Engine:
 
     def _serve(self) -> None:
         "Worker loop: take arrived requests, admit what fits, run one decoding step; repeat until stopped."
-        if self.device.type == "cpu" and self.cpu_threads: torch.set_num_threads(self.cpu_threads)   # this thread only
+        if self.device.type == "cpu" and self.cpu_threads: torch.set_num_threads(self.cpu_threads)   # see __init__
+        self.threads_set.set()
         while not self.closed.is_set():
             if not self._collect(): break
             self._admit_waiting()

@@ -19,8 +19,8 @@ __all__ = ['MINI_GAMES', 'MINI_EPISODES', 'MINI_SFT', 'MINI_PPO', 'MINI_EVAL', '
            'cli_mini_parser', 'mini_overrides', 'cli_mini']
 
 # %% ../nbs/60_mini.ipynb #7ad99491
-from .settings import (Setting, configuration, settings_of, integer, check_value, flag, MODEL, ROLLOUT,
-                                  OPTIMIZER, ENGINES)
+from .settings import Setting, configuration, settings_of, integer, check_value, flag
+from .settings import MODEL, ROLLOUT, OPTIMIZER, ENGINES
 from .sft import DEMONSTRATIONS
 from .train_config import ADVANTAGE, PPO
 
@@ -89,9 +89,9 @@ MINI_FLAGS = ("seeds", "data_seed", "engine")          # the settings `alfworld-
 
 def validate_settings(s: MiniSettings) -> MiniSettings:
     "Check `s` against the rules of its settings, then across settings; `UserError(status=2)` naming the first bad one."
-    def bad(name, rule, value=None):
+    def bad(name, rule):
         what = flag(name) if name in MINI_FLAGS else f"mini setting {name}"
-        return UserError(f"{what} must be {rule} (got {getattr(s, name) if value is None else value!r})", status=2)
+        return UserError(f"{what} must be {rule} (got {getattr(s, name)!r})", status=2)
     for name, setting in settings_of(s).items():
         try: check_value(name, setting, getattr(s, name))
         except UserError: raise bad(name, setting.rule.words() if setting.rule else setting.type.__name__) from None

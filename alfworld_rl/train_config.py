@@ -105,7 +105,8 @@ def given_settings(args: argparse.Namespace) -> dict:
 
 # %% ../nbs/39_train_config.ipynb #61ead434
 RESUME_MAY_CHANGE = ("max_steps", "save_every", "device", "dtype", "swanlab_mode", "swanlab_project", "output_dir",
-                     "max_requests_in_flight", "prefix_cache_gb", "gradient_checkpointing", "prefill_price_per_m", "sample_price_per_m", "train_price_per_m")
+                     "max_requests_in_flight", "prefix_cache_gb", "gradient_checkpointing",
+                     "prefill_price_per_m", "sample_price_per_m", "train_price_per_m")
 
 def run_started(run_dir: str | os.PathLike) -> bool:
     "Whether `run_dir` holds a run that has done any work (metrics or checkpoints)."

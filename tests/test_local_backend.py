@@ -448,3 +448,25 @@ def test_memory_settings(tmp_path):
             check_settings(cls(prefix_cache_gb=-1))
         with pytest.raises(UserError, match="--gradient-checkpointing must be"):
             check_settings(cls(gradient_checkpointing="sometimes"))
+
+
+def test_a_sampler_leaves_other_threads_their_thread_count(svc):
+    """The sampler's worker decodes on one CPU thread; training that starts in another thread afterwards (the
+    trainer's, the notebook's) must still get the process's count (torch.set_num_threads also sets the count a
+    thread begins with)."""
+    import threading
+
+    def count_of_a_new_thread() -> int:
+        out = []
+        t = threading.Thread(target=lambda: out.append(torch.get_num_threads()))
+        t.start(); t.join()
+        return out[0]
+
+    original = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        assert count_of_a_new_thread() == 2
+        svc.create_sampling_client("tiny-qwen3")        # starts a worker that sets its own count to 1
+        assert count_of_a_new_thread() == 2 and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(original)
