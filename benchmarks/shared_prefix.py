@@ -13,34 +13,43 @@ small generated games (made once into the user cache).
 import argparse, time
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def window_arguments(doc: str) -> argparse.ArgumentParser:
+    "The flags of the window-datum benchmarks: base model, games, group size, repeats."
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
     ap.add_argument("--base-model", default="mini-base")
     ap.add_argument("--games", type=int, default=4)
     ap.add_argument("--group-size", type=int, default=8)
     ap.add_argument("--repeats", type=int, default=3)
-    args = ap.parse_args()
-    import pytrio
-    import alfworld_rl.local_trainer as LT
+    return ap
+
+
+def window_datums(base_model: str, n_games: int, group_size: int):
+    "A local service, a LoRA training client on `base_model`, and the datums of a real window-context rollout (every turn trained)."
     from alfworld_rl.backends import make_service_client
     from alfworld_rl.core import user_cache_dir
     from alfworld_rl.data import discover_games
     from alfworld_rl.generate import generate_dataset, SMALL_ROOM
+    from alfworld_rl.ppo import trajectory_datums
     from alfworld_rl.rollout import RolloutConfig, run_rollout
-    root = user_cache_dir() / f"bench_shared_prefix_games-{args.games}"
-    generate_dataset(root, train=args.games, seed=21, progress=False, **SMALL_ROOM)
-    games = discover_games(root, "train")[:args.games]
+    root = user_cache_dir() / f"bench_shared_prefix_games-{n_games}"
+    generate_dataset(root, train=n_games, seed=21, progress=False, **SMALL_ROOM)
+    games = discover_games(root, "train")[:n_games]
     svc = make_service_client("local", device="cpu")
-    tc = svc.create_lora_training_client(args.base_model, rank=32, seed=0)
-    sampler = tc.save_weights_and_get_sampling_client()
-    batch = run_rollout(sampler, tc.get_tokenizer(), games, RolloutConfig(
-        group_size=args.group_size, max_episode_steps=8, max_assistant_tokens=48, max_trajectory_tokens=6000,
+    tc = svc.create_lora_training_client(base_model, rank=32, seed=0)
+    batch = run_rollout(tc.save_weights_and_get_sampling_client(), tc.get_tokenizer(), games, RolloutConfig(
+        group_size=group_size, max_episode_steps=8, max_assistant_tokens=48, max_trajectory_tokens=6000,
         temperature=1.0, seed=0, context="window", engine="fast"))
     datums = []
-    from alfworld_rl.ppo import trajectory_datums
     for t in batch.trajectories:
         t.advantage, t.step_advantages = 0.5, None                   # train on every turn
         datums += trajectory_datums(t)
+    return svc, tc, datums
+
+
+def main():
+    args = window_arguments(__doc__).parse_args()
+    import alfworld_rl.local_trainer as LT
+    svc, tc, datums = window_datums(args.base_model, args.games, args.group_size)
     tokens = sum(len(d.model_input) for d in datums)
     shared = LT.common_prefix_length([d.model_input.to_ints() for d in datums])
     print(f"{len(datums)} datums, {tokens:,} tokens ({tokens / len(datums):.0f} per datum, "

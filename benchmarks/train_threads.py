@@ -9,35 +9,14 @@ run on the CPU trained on one thread. This script rolls out real window-context 
 
     uv run python benchmarks/train_threads.py [--base-model mini-base] [--games 4] [--group-size 8] [--repeats 3]
 """
-import argparse, threading, time
+import threading, time
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--base-model", default="mini-base")
-    ap.add_argument("--games", type=int, default=4)
-    ap.add_argument("--group-size", type=int, default=8)
-    ap.add_argument("--repeats", type=int, default=3)
-    args = ap.parse_args()
+    from shared_prefix import window_arguments, window_datums      # the same flags, games and rollout as shared_prefix.py
+    args = window_arguments(__doc__).parse_args()
     import torch, pytrio
-    from alfworld_rl.backends import make_service_client
-    from alfworld_rl.core import user_cache_dir
-    from alfworld_rl.data import discover_games
-    from alfworld_rl.generate import generate_dataset, SMALL_ROOM
-    from alfworld_rl.ppo import trajectory_datums
-    from alfworld_rl.rollout import RolloutConfig, run_rollout
-    root = user_cache_dir() / f"bench_shared_prefix_games-{args.games}"         # the games of shared_prefix.py
-    generate_dataset(root, train=args.games, seed=21, progress=False, **SMALL_ROOM)
-    games = discover_games(root, "train")[:args.games]
-    svc = make_service_client("local", device="cpu")
-    first = svc.create_lora_training_client(args.base_model, rank=32, seed=0)
-    batch = run_rollout(first.save_weights_and_get_sampling_client(), first.get_tokenizer(), games, RolloutConfig(
-        group_size=args.group_size, max_episode_steps=8, max_assistant_tokens=48, max_trajectory_tokens=6000,
-        temperature=1.0, seed=0, context="window", engine="fast"))
-    datums = []
-    for t in batch.trajectories:
-        t.advantage, t.step_advantages = 0.5, None                   # train on every turn
-        datums += trajectory_datums(t)
+    svc, _, datums = window_datums(args.base_model, args.games, args.group_size)
     process = torch.get_num_threads()
     print(f"{len(datums)} datums, {sum(len(d.model_input) for d in datums):,} tokens; the process's thread count: {process}")
     results = {}
