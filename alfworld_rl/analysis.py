@@ -11,9 +11,10 @@ from pathlib import Path
 from .core import UserError, read_jsonl
 
 # %% auto #0
-__all__ = ['DEFAULT_EVAL_FILES', 'DEFAULT_FIGURE', 'DEFAULT_TASK_FIGURE', 'EvalSummary', 'load_summary', 'write_summary_file',
-           'check_consistent', 'comparison_table', 'task_table', 'plot_checkpoints', 'plot_task_types',
-           'parse_eval_files', 'load_summaries', 'cli_analyze_parser', 'cli_analyze']
+__all__ = ['DEFAULT_EVAL_FILES', 'DEFAULT_FIGURE', 'DEFAULT_TASK_FIGURE', 'ACTION_VERBS', 'INVALID_CALL', 'EvalSummary',
+           'load_summary', 'write_summary_file', 'check_consistent', 'comparison_table', 'task_table', 'action_verb',
+           'action_counts', 'action_table', 'plot_checkpoints', 'plot_task_types', 'parse_eval_files', 'load_summaries',
+           'cli_analyze_parser', 'cli_analyze']
 
 # %% ../nbs/51_analysis.ipynb #0db32c0f
 DEFAULT_EVAL_FILES = {
@@ -152,6 +153,46 @@ def task_table(summaries: list[EvalSummary]) -> str:
             lines.append("| " + " | ".join([t] + [_pct(s.value(split, f"success_rate/{t}")) for s in summaries]) + " |")
         tables.append("\n".join(lines))
     return "\n\n".join(tables)
+
+# %% ../nbs/51_analysis.ipynb #f00562b5
+ACTION_VERBS = ("go", "take", "move", "put", "open", "close", "use", "examine", "look", "inventory",
+                "clean", "heat", "cool", "slice")
+INVALID_CALL = "(invalid call)"
+
+def action_verb(action: str | None) -> str:
+    "The verb a command starts with (one of `ACTION_VERBS`), `other`, or `(invalid call)` for no command."
+    if not action: return INVALID_CALL
+    verb = action.split()[0]
+    return verb if verb in ACTION_VERBS else "other"
+
+def action_counts(path: str | os.PathLike) -> dict[str, tuple[int, int]]:
+    "Per verb, the commands issued and how many of them were admissible, over every trajectory of an evaluation file."
+    counts: dict[str, list[int]] = {}
+    with open(path) as f:
+        for line in f:
+            record = json.loads(line)
+            if record.get("type") != "trajectory": continue
+            for step in record["steps"]:
+                verb = action_verb(step.get("action") if step.get("valid_format", True) else None)
+                issued, admissible = counts.setdefault(verb, [0, 0])
+                counts[verb] = [issued + 1, admissible + bool(step.get("admissible"))]
+    if not counts: raise UserError(f"{path} holds no trajectory steps")
+    return {verb: (n, ok) for verb, (n, ok) in counts.items()}
+
+def action_table(files: dict[str, str | os.PathLike]) -> str:
+    "Markdown table: per verb (rows) and file (columns), the share of all commands and the admissible share of that verb."
+    counts = {label: action_counts(path) for label, path in files.items()}
+    order = [v for v in (*ACTION_VERBS, "other", INVALID_CALL) if any(v in c for c in counts.values())]
+    lines = ["| verb | " + " | ".join(f"{label}: share / admissible" for label in counts) + " |",
+             "|---|" + "---|" * len(counts)]
+    for verb in order:
+        cells = []
+        for c in counts.values():
+            total = sum(n for n, _ in c.values())
+            n, ok = c.get(verb, (0, 0))
+            cells.append(f"{100 * n / total:.0f}% / {100 * ok / n:.0f}%" if n else "-")
+        lines.append(f"| {verb} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 # %% ../nbs/51_analysis.ipynb #1b867f5e
 def _bar_labels(ax, bars, values):
