@@ -154,7 +154,7 @@ def task_table(summaries: list[EvalSummary]) -> str:
         tables.append("\n".join(lines))
     return "\n\n".join(tables)
 
-# %% ../nbs/51_analysis.ipynb #f00562b5
+# %% ../nbs/51_analysis.ipynb #a4661ddf
 ACTION_VERBS = ("go", "take", "move", "put", "open", "close", "use", "examine", "look", "inventory",
                 "clean", "heat", "cool", "slice")
 INVALID_CALL = "(invalid call)"

@@ -11,7 +11,7 @@ from pathlib import Path
 __all__ = ['MODEL_SIZE_KEYS', 'STAGE2_KEYS', 'build_model', 'count_parameters', 'random_transcripts', 'window_turns',
            'turn_windows', 'masked_nll', 'learning_rate_at', 'train_rows', 'pretrain_base_model', 'plot_pretraining',
            'BaseSettings', 'stage1_settings', 'base_quality', 'build_stage1', 'build_base', 'load_base_info',
-           'cli_build_base_parser', 'cli_build_base']
+           'cli_build_base_parser', 'cli_build_base', 'take_states', 'copy_rate']
 
 # %% ../nbs/59_mini_model.ipynb #8a7e6207
 MODEL_SIZE_KEYS = ("hidden_size", "num_hidden_layers", "intermediate_size", "num_attention_heads",
@@ -341,3 +341,40 @@ def cli_build_base(args) -> int:
           f"{100 * q['admissible_action_rate']:.1f}% admissible actions, {100 * q['success_rate']:.1f}% won"
           + (" (stage 1 reused from --work-dir; its time is the one measured when it was built)" if sec["stage1_reused"] else ""))
     return 0
+
+# %% ../nbs/59_mini_model.ipynb #3d94ad6f
+def take_states(model_dir: str | os.PathLike, games: list, s: BaseSettings | None = None, seed: int = 0,
+                max_states: int = 200) -> list[tuple[list[int], list[str]]]:
+    "(prompt tokens, objects of the admissible `take` commands) of the take-able states `model_dir` visits at temperature 1."
+    from alfworld_rl.backends import make_service_client
+    from alfworld_rl.rollout import RolloutConfig, run_rollout
+    s = s or BaseSettings()
+    sampler = make_service_client("local", device="cpu").create_sampling_client(str(model_dir))
+    config = RolloutConfig(group_size=2, max_episode_steps=s.max_episode_steps, max_trajectory_tokens=6000,
+                           max_assistant_tokens=48, temperature=1.0, seed=seed, context="window",
+                           history_length=s.history_length, engine=s.engine)
+    states = []
+    for t in run_rollout(sampler, sampler.get_tokenizer(), games, config).trajectories:
+        for step in t.steps:
+            commands = step.anchor_observation.rsplit("\n\n", 1)[-1].splitlines()   # anchor_state: text, then the commands
+            objects = sorted({c.split()[1] for c in commands if c.startswith("take ")})
+            if objects and step.prompt_tokens: states.append((list(step.prompt_tokens), objects))
+    return states[:max_states]
+
+def copy_rate(model, tokenizer, states: list[tuple[list[int], list[str]]]) -> dict:
+    "Mean P(command starts with `take`) and P(next word is an admissible take's object | `take`) of `model` over `states`."
+    import torch
+    from alfworld_rl.protocol import encode, format_tool_call
+    if not states: raise ValueError("copy_rate needs at least one state")
+    opening = encode(tokenizer, format_tool_call("\x00", "xml").split("\x00")[0])
+    take = encode(tokenizer, "take")
+    p_take, p_copy = [], []
+    with torch.no_grad():
+        for prompt, objects in states:
+            logits = model(torch.tensor([prompt + opening + take])).logits[0]
+            at_verb = torch.log_softmax(logits[len(prompt) + len(opening) - 1], -1)
+            p_take.append(at_verb[take[0]].exp().item())
+            at_object = torch.softmax(logits[-1], -1)
+            p_copy.append(at_object[[encode(tokenizer, " " + o)[0] for o in objects]].sum().item())
+    return {"p_take": round(sum(p_take) / len(p_take), 4), "p_copy_given_take": round(sum(p_copy) / len(p_copy), 4),
+            "states": len(states)}
