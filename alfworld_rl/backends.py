@@ -40,7 +40,7 @@ class LocalServiceClient:
     def __init__(self, device: str | None = None, dtype: str | None = None,
                  checkpoint_root: str | os.PathLike | None = None, prefix_cache_gb: float | None = None,
                  gradient_checkpointing: bool | str = "auto", **sampler_kw):
-        from alfworld_rl.local_sampler import resolve_device, resolve_dtype
+        from alfworld_rl.local_models import resolve_device, resolve_dtype
         self.device = resolve_device(device)
         self.dtype = resolve_dtype(dtype, self.device)
         self.prefix_cache_gb = prefix_cache_gb          # None: 1 GiB on the CPU, a quarter of free CUDA memory per sampler
@@ -52,7 +52,7 @@ class LocalServiceClient:
 
     def get_tokenizer(self, base_model: str = "tiny-qwen3"):
         "The tokenizer of `base_model` (cached)."
-        from alfworld_rl.local_sampler import load_tokenizer
+        from alfworld_rl.local_models import load_tokenizer
         if base_model not in self._tokenizers: self._tokenizers[base_model] = load_tokenizer(base_model)
         return self._tokenizers[base_model]
 
@@ -62,14 +62,15 @@ class LocalServiceClient:
 
     def _base_model(self, base_model: str):
         "The shared, frozen base model for sampling (loaded once)."
-        from alfworld_rl.local_sampler import load_causal_lm
+        from alfworld_rl.local_models import load_causal_lm
         if base_model not in self._base_models:
             self._base_models[base_model] = load_causal_lm(base_model, self.device, self.dtype).requires_grad_(False)
         return self._base_models[base_model]
 
     def _sampling_client_for(self, model, base_model: str, model_path: str | None):
         "A sampling client serving `model`."
-        from alfworld_rl.local_sampler import LocalSamplingClient, prefix_cache_bytes
+        from alfworld_rl.local_sampler import LocalSamplingClient
+        from alfworld_rl.local_models import prefix_cache_bytes
         kw = {"prefix_cache_bytes": prefix_cache_bytes(self.device, self.prefix_cache_gb), **self.sampler_kw}
         sc = LocalSamplingClient(model, self.get_tokenizer(base_model), base_model, model_path, **kw)
         self._clients.add(sc)

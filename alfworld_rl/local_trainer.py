@@ -18,7 +18,7 @@ from pytrio.client.training_batch import plan_training_batch, normalize_loss_fn
 from pytrio.model.limits import TrainingLimits
 
 from .core import UserError
-from .local_sampler import load_causal_lm
+from .local_models import load_causal_lm
 
 # %% auto #0
 __all__ = ['SUPPORTED_LOSSES', 'LORA_ATTN', 'LORA_MLP', 'LORA_ROUTERS', 'NAME_RE', 'token_losses', 'target_logprobs',
@@ -183,7 +183,7 @@ def read_checkpoint_info(path: str | Path, kind: str) -> dict:
 # %% ../nbs/22_local_trainer.ipynb #0ea432cc
 def same_base_model(a: str, b: str) -> bool:
     "Whether base-model names `a` and `b` are the same model: equal, or resolving to the same local directory (no download)."
-    from alfworld_rl.local_sampler import resolve_model_path, TINY_MODEL_NAME, MINI_BASE_NAME
+    from alfworld_rl.local_models import resolve_model_path, TINY_MODEL_NAME, MINI_BASE_NAME
     def local(name):
         if name not in (TINY_MODEL_NAME, MINI_BASE_NAME) and not Path(name).expanduser().is_dir(): return None
         try: return resolve_model_path(name).resolve()
