@@ -12,24 +12,30 @@ from .core import UserError
 from .tiny_model import TINY_MODEL_NAME, MINI_BASE_NAME, mini_base_path, tiny_qwen3_path
 
 # %% auto #0
-__all__ = ['DTYPES', 'PREFIX_CACHE_CPU_BYTES', 'PREFIX_CACHE_CUDA_SHARE', 'resolve_device', 'resolve_dtype', 'prefix_cache_bytes',
-           'resolve_model_path', 'load_tokenizer', 'load_causal_lm']
+__all__ = ['DTYPES', 'PREFIX_CACHE_CPU_BYTES', 'PREFIX_CACHE_CUDA_SHARE', 'resolve_device', 'same_device', 'resolve_dtype',
+           'prefix_cache_bytes', 'resolve_model_path', 'load_tokenizer', 'load_causal_lm']
 
 # %% ../nbs/20a_local_models.ipynb #c78681c5
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
-def resolve_device(device: str | torch.device | None = None) -> torch.device:
-    "The torch device for `device` (`None`/'auto': CUDA if present, else CPU)."
+def resolve_device(device: str | torch.device | None = None, flag: str = "--device") -> torch.device:
+    "The torch device for `device` (`None`/'auto': CUDA if present, else CPU); errors name `flag`."
     if device is None or device == "auto": return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try: d = torch.device(device)
     except (RuntimeError, TypeError):
-        raise UserError(f"--device: unknown device {device!r}; use auto, cpu, cuda or cuda:N", status=2) from None
-    if d.type not in ("cpu", "cuda"): raise UserError(f"--device: {device!r} is not supported; use auto, cpu, cuda or cuda:N", status=2)
+        raise UserError(f"{flag}: unknown device {device!r}; use auto, cpu, cuda or cuda:N", status=2) from None
+    if d.type not in ("cpu", "cuda"): raise UserError(f"{flag}: {device!r} is not supported; use auto, cpu, cuda or cuda:N", status=2)
     if d.type == "cuda":
         n = torch.cuda.device_count()
-        if n == 0: raise UserError(f"--device {device}: no CUDA device is available here; use --device cpu", status=2)
-        if d.index is not None and d.index >= n: raise UserError(f"--device {device}: only cuda:0..cuda:{n-1} exist", status=2)
+        if n == 0: raise UserError(f"{flag} {device}: no CUDA device is available here; use {flag} cpu", status=2)
+        if d.index is not None and d.index >= n: raise UserError(f"{flag} {device}: only cuda:0..cuda:{n-1} exist", status=2)
     return d
+
+def same_device(a: str | torch.device, b: str | torch.device) -> bool:
+    "Whether `a` and `b` are the same device (`cuda` is the current CUDA device, e.g. `cuda:0`)."
+    def index(d): return d.index if d.index is not None else (torch.cuda.current_device() if d.type == "cuda" else 0)
+    a, b = torch.device(a), torch.device(b)
+    return a.type == b.type and index(a) == index(b)
 
 def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.dtype:
     "The parameter dtype for `dtype` (`None`/'auto': bfloat16 on CUDA, float32 on CPU)."

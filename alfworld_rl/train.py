@@ -119,7 +119,8 @@ def make_service(config: TrainConfig):
     "The service client of `config.backend`."
     from alfworld_rl.backends import make_service_client
     if config.backend == "local":
-        return make_service_client("local", device=config.device, dtype=config.dtype, prefix_cache_gb=config.prefix_cache_gb,
+        return make_service_client("local", device=config.device, sampler_device=config.sampler_device, dtype=config.dtype,
+                                   prefix_cache_gb=config.prefix_cache_gb,
                                    gradient_checkpointing=config.gradient_checkpointing,
                                    checkpoint_root=str(config.run_dir / "checkpoints"))
     return make_service_client("trio")
