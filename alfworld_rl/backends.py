@@ -18,11 +18,13 @@ DEFAULT_CHECKPOINT_ROOT = Path("runs") / "local-checkpoints"
 BACKENDS = ("local", "trio")
 DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16")
 
-def check_device_flags(device: str, dtype: str) -> None:
-    "Raise `UserError(status=2)` unless `--device` / `--dtype` are values the local backend understands."
+def check_device_flags(device: str, dtype: str, sampler_device: str | None = None) -> None:
+    "Raise `UserError(status=2)` unless `--device` / `--dtype` / `--sampler-device` are values the local backend understands."
     import re
-    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", device or ""):
-        raise UserError(f"--device must be auto, cpu, cuda or cuda:N (got {device!r})", status=2)
+    for flag, value in (("--device", device), ("--sampler-device", sampler_device)):
+        if flag == "--sampler-device" and value is None: continue          # None: the same as --device
+        if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", value or ""):
+            raise UserError(f"{flag} must be auto, cpu, cuda or cuda:N (got {value!r})", status=2)
     if dtype not in DTYPE_CHOICES:
         raise UserError(f"--dtype must be one of {', '.join(DTYPE_CHOICES)} (got {dtype!r})", status=2)
 
@@ -39,10 +41,12 @@ class LocalServiceClient:
     "PyTRIO 0.2.9 `ServiceClient` surface for the embedded backend."
     def __init__(self, device: str | None = None, dtype: str | None = None,
                  checkpoint_root: str | os.PathLike | None = None, prefix_cache_gb: float | None = None,
-                 gradient_checkpointing: bool | str = "auto", **sampler_kw):
-        from alfworld_rl.local_sampler import resolve_device, resolve_dtype
+                 gradient_checkpointing: bool | str = "auto", sampler_device: str | None = None, **sampler_kw):
+        from alfworld_rl.local_models import resolve_device, resolve_dtype
         self.device = resolve_device(device)
         self.dtype = resolve_dtype(dtype, self.device)
+        # where sampling clients hold their model (None: with the trainer); the dtype is the same on both
+        self.sampler_device = self.device if sampler_device is None else resolve_device(sampler_device, "--sampler-device")
         self.prefix_cache_gb = prefix_cache_gb          # None: 1 GiB on the CPU, a quarter of free CUDA memory per sampler
         self.gradient_checkpointing = resolve_gradient_checkpointing(gradient_checkpointing, self.device)
         self.checkpoint_root = Path(checkpoint_root) if checkpoint_root is not None else DEFAULT_CHECKPOINT_ROOT
@@ -52,7 +56,7 @@ class LocalServiceClient:
 
     def get_tokenizer(self, base_model: str = "tiny-qwen3"):
         "The tokenizer of `base_model` (cached)."
-        from alfworld_rl.local_sampler import load_tokenizer
+        from alfworld_rl.local_models import load_tokenizer
         if base_model not in self._tokenizers: self._tokenizers[base_model] = load_tokenizer(base_model)
         return self._tokenizers[base_model]
 
@@ -61,16 +65,17 @@ class LocalServiceClient:
         return ["tiny-qwen3"]
 
     def _base_model(self, base_model: str):
-        "The shared, frozen base model for sampling (loaded once)."
-        from alfworld_rl.local_sampler import load_causal_lm
+        "The shared, frozen base model for sampling, on the sampler device (loaded once)."
+        from alfworld_rl.local_models import load_causal_lm
         if base_model not in self._base_models:
-            self._base_models[base_model] = load_causal_lm(base_model, self.device, self.dtype).requires_grad_(False)
+            self._base_models[base_model] = load_causal_lm(base_model, self.sampler_device, self.dtype).requires_grad_(False)
         return self._base_models[base_model]
 
     def _sampling_client_for(self, model, base_model: str, model_path: str | None):
         "A sampling client serving `model`."
-        from alfworld_rl.local_sampler import LocalSamplingClient, prefix_cache_bytes
-        kw = {"prefix_cache_bytes": prefix_cache_bytes(self.device, self.prefix_cache_gb), **self.sampler_kw}
+        from alfworld_rl.local_sampler import LocalSamplingClient
+        from alfworld_rl.local_models import prefix_cache_bytes
+        kw = {"prefix_cache_bytes": prefix_cache_bytes(self.sampler_device, self.prefix_cache_gb), **self.sampler_kw}
         sc = LocalSamplingClient(model, self.get_tokenizer(base_model), base_model, model_path, **kw)
         self._clients.add(sc)
         return sc
@@ -93,7 +98,7 @@ class LocalServiceClient:
         "A sampling client for `base_model`, or for the sampler (or state) checkpoint directory `model_path`."
         from alfworld_rl.local_trainer import load_sampler_model
         if model_path is None: return self._sampling_client_for(self._base_model(base_model), base_model, None)
-        model = load_sampler_model(base_model, model_path, self.device, self.dtype)
+        model = load_sampler_model(base_model, model_path, self.sampler_device, self.dtype)
         return self._sampling_client_for(model, base_model, str(model_path))
 
     def create_training_client_from_state(self, path: str):
@@ -140,7 +145,7 @@ class LocalServiceClient:
 
 # %% ../nbs/24_backends.ipynb #47b21121
 def make_service_client(backend: str = "local", **kwargs):
-    "A PyTRIO-0.2.9-compatible service client: `local` (kwargs: device, dtype, checkpoint_root) or `trio`."
+    "A PyTRIO-0.2.9-compatible service client: `local` (kwargs: device, dtype, sampler_device, checkpoint_root, ...) or `trio`."
     if backend == "local": return LocalServiceClient(**kwargs)
     if backend == "trio":
         try: from alfworld_rl.trio_backend import make_trio_service_client

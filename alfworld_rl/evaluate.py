@@ -282,7 +282,8 @@ async def evaluate_games(sampling_client, tokenizer, games: list, c: EvalConfig,
 def make_sampling_client(c: EvalConfig):
     "The sampling client and tokenizer for `c`'s model on `c`'s backend."
     from alfworld_rl.backends import make_service_client
-    svc = make_service_client(c.backend, device=c.device, dtype=c.dtype, prefix_cache_gb=c.prefix_cache_gb) if c.backend == "local" else make_service_client(c.backend)
+    svc = make_service_client(c.backend, device=c.device, sampler_device=c.sampler_device, dtype=c.dtype,
+                              prefix_cache_gb=c.prefix_cache_gb) if c.backend == "local" else make_service_client(c.backend)
     sc = svc.create_sampling_client(c.base_model, model_path=c.model_path)
     return sc, sc.get_tokenizer()
 

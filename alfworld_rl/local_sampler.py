@@ -4,171 +4,21 @@
 
 # %% ../nbs/21_local_sampler.ipynb #c6d9d56a
 from __future__ import annotations
-import atexit, copy, inspect, queue, random, threading, time, uuid, weakref
+import atexit, copy, queue, random, threading, time, uuid, weakref
 from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import torch
 from pytrio import ModelInput, SamplingParams
 from pytrio.types import APIFuture, SampleResponse, SampleSequence
 from pytrio.errors.base import ValidationError
 
-from .core import UserError
-from .tiny_model import TINY_MODEL_NAME, MINI_BASE_NAME, mini_base_path, tiny_qwen3_path
+from .token_choice import choose_tokens_and_logprobs
+from .kv_cache import _KVCacheOps, _Running, _cache_arg, _merge, _select, _stackable, _suffix_groups
 
 # %% auto #0
-__all__ = ['DTYPES', 'PREFIX_CACHE_CPU_BYTES', 'PREFIX_CACHE_CUDA_SHARE', 'PREFIX_MIN_SHARED', 'resolve_device', 'resolve_dtype',
-           'prefix_cache_bytes', 'resolve_model_path', 'load_tokenizer', 'load_causal_lm', 'nucleus', 'grown_nucleus',
-           'choose_tokens_and_logprobs', 'choose_tokens', 'SamplerClosed', 'LocalSamplingClient']
-
-# %% ../nbs/21_local_sampler.ipynb #c78681c5
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-def resolve_device(device: str | torch.device | None = None) -> torch.device:
-    "The torch device for `device` (`None`/'auto': CUDA if present, else CPU)."
-    if device is None or device == "auto": return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try: d = torch.device(device)
-    except (RuntimeError, TypeError):
-        raise UserError(f"--device: unknown device {device!r}; use auto, cpu, cuda or cuda:N", status=2) from None
-    if d.type not in ("cpu", "cuda"): raise UserError(f"--device: {device!r} is not supported; use auto, cpu, cuda or cuda:N", status=2)
-    if d.type == "cuda":
-        n = torch.cuda.device_count()
-        if n == 0: raise UserError(f"--device {device}: no CUDA device is available here; use --device cpu", status=2)
-        if d.index is not None and d.index >= n: raise UserError(f"--device {device}: only cuda:0..cuda:{n-1} exist", status=2)
-    return d
-
-def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.dtype:
-    "The parameter dtype for `dtype` (`None`/'auto': bfloat16 on CUDA, float32 on CPU)."
-    if isinstance(dtype, torch.dtype): return dtype
-    if dtype is None or dtype == "auto": return torch.bfloat16 if device.type == "cuda" else torch.float32
-    if dtype not in DTYPES: raise UserError(f"--dtype: {dtype!r} is not one of auto, {', '.join(DTYPES)}", status=2)
-    return DTYPES[dtype]
-
-PREFIX_CACHE_CPU_BYTES = 2**30             # the prefix cache's budget on the CPU
-PREFIX_CACHE_CUDA_SHARE = 0.25             # on CUDA: this share of the memory free when a sampler starts
-
-def prefix_cache_bytes(device: torch.device, gb: float | None = None) -> int:
-    "Bytes of KV cache kept for prompt prefixes: `gb` GiB if given, else 1 GiB on the CPU, a quarter of the free memory on CUDA."
-    if gb is not None: return int(gb * 2**30)
-    if device.type != "cuda": return PREFIX_CACHE_CPU_BYTES
-    free, _ = torch.cuda.mem_get_info(device)
-    return int(free * PREFIX_CACHE_CUDA_SHARE)
-
-
-# %% ../nbs/21_local_sampler.ipynb #1ef8790d
-def resolve_model_path(base_model: str) -> Path:
-    "The local directory holding `base_model`: `tiny-qwen3`, `mini-base`, a local HF directory, or a hub id (cache, then download)."
-    if base_model == TINY_MODEL_NAME: return tiny_qwen3_path()
-    if base_model == MINI_BASE_NAME:
-        if not (mini_base_path() / "config.json").exists():
-            raise UserError(f"the shipped base model is missing from {mini_base_path()}; rebuild it with `alfworld-rl build-base`")
-        return mini_base_path()
-    p = Path(base_model).expanduser()
-    if p.is_dir():
-        if not (p / "config.json").exists(): raise UserError(f"{p} is not a Hugging Face model directory (no config.json)")
-        return p
-    if p.exists() or base_model.startswith((".", "/", "~")) or base_model.count("/") != 1:
-        raise UserError(f"model {base_model!r}: no such model directory, and not a hub id of the form owner/name; "
-                        f"use {TINY_MODEL_NAME!r}, a local model directory or a Hugging Face hub id")
-    from huggingface_hub import snapshot_download
-    try: return Path(snapshot_download(base_model, local_files_only=True))
-    except Exception: pass
-    try: return Path(snapshot_download(base_model, etag_timeout=10))
-    except Exception as e:
-        raise UserError(f"model {base_model!r} is not in the local Hugging Face cache and could not be downloaded "
-                        f"({type(e).__name__}). Download it where the network is reachable (huggingface-cli download "
-                        f"{base_model}), pass a local model directory, or use --base-model {TINY_MODEL_NAME}") from None
-
-def load_tokenizer(base_model: str):
-    "The `transformers` tokenizer of `base_model`."
-    from transformers import AutoTokenizer
-    return AutoTokenizer.from_pretrained(resolve_model_path(base_model))
-
-def load_causal_lm(base_model: str, device: torch.device, dtype: torch.dtype):
-    "`base_model` as an eval-mode causal LM on `device` in `dtype`."
-    from transformers import AutoModelForCausalLM
-    model = AutoModelForCausalLM.from_pretrained(resolve_model_path(base_model), dtype=dtype)
-    return model.to(device).eval()
-
-# %% ../nbs/21_local_sampler.ipynb #b3968979
-def _sample_softmax(logits: torch.Tensor, temperature: torch.Tensor, u: torch.Tensor):
-    """Inverse-CDF draw per row of softmax(`logits` [B, V] / `temperature`) in vocabulary order (no sort, no
-    normalization pass): the tokens, and each row's log-partition log(sum(exp(logits))) when every temperature is 1."""
-    top = logits.max(-1, keepdim=True).values
-    weights = logits - top
-    ones = bool((temperature == 1).all())
-    if not ones: weights.div_(temperature[:, None])
-    cdf = weights.exp_().cumsum_(-1)                                 # unnormalized: the draw scales u by the total
-    idx = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True)[:, 0]
-    tokens = torch.where(idx < logits.shape[-1], idx, logits.argmax(-1))   # u * total rounded up to the total: the mode
-    return tokens, (top[:, 0] + cdf[:, -1].log()) if ones else None
-
-def _canonical_top(scaled: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    "The `k` largest `scaled` per row and their ids, ordered by value descending then id ascending."
-    if k >= scaled.shape[-1]: return scaled.sort(dim=-1, descending=True, stable=True)
-    vals, ids = scaled.topk(k, -1)
-    ids, perm = ids.sort(-1)
-    vals, perm = vals.gather(1, perm).sort(dim=-1, descending=True, stable=True)
-    return vals, ids.gather(1, perm)
-
-def nucleus(scaled: torch.Tensor, probs: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor, k: int):
-    "Candidates among the `k` largest: ids [B, k], kept probabilities [B, k], kept count [B], and whether each row is exact."
-    vals, ids = _canonical_top(scaled, k)
-    p, K, V = probs.gather(1, ids), ids.shape[1], scaled.shape[-1]
-    kk = torch.where(top_k > 0, top_k, torch.full_like(top_k, V))
-    keep = (torch.arange(K, device=p.device)[None, :] < kk[:, None]) & ((p.cumsum(-1) - p) < top_p[:, None])
-    keep[:, 0] = True
-    n = torch.where(keep.all(-1), K, (~keep).int().argmax(-1))     # up to the first dropped token: always a prefix
-    exact = (vals.gather(1, (n - 1)[:, None])[:, 0] > vals[:, -1]) | (K == V)
-    return ids, p * (torch.arange(K, device=p.device)[None, :] < n[:, None]), n, exact
-
-def grown_nucleus(scaled, probs, top_k, top_p, k0: int = 256):
-    "`nucleus` of each row over the first of k0, 8 k0, ... that is exact for it; the full sort once 8 k > V / 16."
-    V, k = scaled.shape[-1], min(scaled.shape[-1], max(k0, int(top_k.max()) + 1))
-    ids, p, n, exact = nucleus(scaled, probs, top_k, top_p, k)
-    if k >= V or bool(exact.all()): return ids, p, n
-    k = V if 8 * k > V // 16 else 8 * k
-    if not bool(exact.any()): return grown_nucleus(scaled, probs, top_k, top_p, k)
-    rows = (~exact).nonzero()[:, 0]                      # only the rows still short of their nucleus grow
-    sub = grown_nucleus(scaled[rows], probs[rows], top_k[rows], top_p[rows], k)
-    width = sub[0].shape[1]
-    ids, p = (torch.nn.functional.pad(t, (0, width - t.shape[1])) for t in (ids, p))
-    ids[rows], p[rows], n[rows] = sub
-    return ids, p, n
-
-def _sample_nucleus(scaled, probs, top_k, top_p, u, k0: int = 256) -> torch.Tensor:
-    "Inverse-CDF draw inside each row's top-k/top-p nucleus."
-    ids, p, n = grown_nucleus(scaled, probs, top_k, top_p, k0)
-    cdf = p.cumsum(-1)
-    idx = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True)[:, 0]
-    return ids.gather(1, torch.minimum(idx, n - 1)[:, None])[:, 0]
-
-def choose_tokens_and_logprobs(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor,
-                               top_p: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    "`choose_tokens`, and the chosen tokens' logprobs under `log_softmax(logits)` (temperature 1, no filtering)."
-    logits = logits.float()
-    plain = (temperature > 0) & (top_k <= 0) & (top_p >= 1)
-    filtered = (temperature > 0) & ~plain
-    lse = None
-    if bool(plain.all()): out, lse = _sample_softmax(logits, temperature, u)   # the training setting: one path, no copies
-    else:
-        out = logits.argmax(-1)
-        if bool(plain.any()):
-            rows = plain.nonzero()[:, 0]
-            out[rows] = _sample_softmax(logits[rows], temperature[rows], u[rows])[0]
-        if bool(filtered.any()):
-            rows = filtered.nonzero()[:, 0]
-            scaled = logits[rows] / temperature[rows, None]
-            out[rows] = _sample_nucleus(scaled, scaled.softmax(-1), top_k[rows], top_p[rows], u[rows])
-    if lse is None: lse = logits.logsumexp(-1)
-    return out, logits.gather(1, out[:, None])[:, 0] - lse
-
-def choose_tokens(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor,
-                  u: torch.Tensor) -> torch.Tensor:
-    "One token per row of `logits` [B, V] by inverse-CDF sampling with per-row temperature/top-k/top-p and uniforms `u` [B]."
-    return choose_tokens_and_logprobs(logits, temperature, top_k, top_p, u)[0]
+__all__ = ['SamplerClosed', 'LocalSamplingClient']
 
 # %% ../nbs/21_local_sampler.ipynb #a0f576e5
 @dataclass
@@ -208,32 +58,6 @@ def _stop_sets(params: SamplingParams, default_ids: set) -> tuple[set, list]:
     ids = {int(s) for s in stop if isinstance(s, int) and not isinstance(s, bool)}
     return set(default_ids) | ids, [s for s in stop if isinstance(s, str)]
 
-# %% ../nbs/21_local_sampler.ipynb #547cbcc3
-def _cache_arg(model) -> str:
-    "The name under which this `transformers` version's `forward` takes the KV cache."
-    params = inspect.signature(type(model).forward).parameters
-    return "cache" if "cache" in params else "past_key_values"
-
-def _stackable(cache) -> bool:
-    "True if every layer of `cache` is a plain `DynamicLayer` (paddable key/value tensors)."
-    from transformers.cache_utils import DynamicLayer
-    layers = getattr(cache, "layers", None)
-    return bool(layers) and all(type(l) is DynamicLayer for l in layers)
-
-def _select_rows(cache, keep: torch.Tensor, trim: int) -> None:
-    "Keep batch rows `keep` of `cache` and drop its first `trim` positions, in place (one copy: the next step's append makes it contiguous)."
-    for layer in cache.layers:
-        layer.keys = layer.keys[keep][:, :, trim:]
-        layer.values = layer.values[keep][:, :, trim:]
-
-def _padded_cat(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    "`a` and `b` [B, ..., L, D] stacked along the batch, each left-padded with zeros to the longer L (one copy)."
-    L = max(a.shape[-2], b.shape[-2])
-    out = a.new_zeros((a.shape[0] + b.shape[0], *a.shape[1:-2], L, a.shape[-1]))
-    out[: a.shape[0], ..., L - a.shape[-2]:, :] = a
-    out[a.shape[0]:, ..., L - b.shape[-2]:, :] = b
-    return out
-
 # %% ../nbs/21_local_sampler.ipynb #1699a5e5
 class SamplerClosed(RuntimeError):
     "A request to a sampling client that was closed (or is closing because the process ends)."
@@ -244,23 +68,7 @@ def _resolve(future: Future, result=None, error: BaseException | None = None) ->
     try: future.set_exception(error) if error is not None else future.set_result(result)
     except Exception: pass             # cancelled between the check and the call (InvalidStateError)
 
-@dataclass
-class _Running:
-    "Rows decoded together: their batch cache, attention mask [B, L], next positions [B], next-token logits [B, V]."
-    rows: list = field(default_factory=list)
-    cache: object = None
-    mask: torch.Tensor | None = None
-    pos: torch.Tensor | None = None
-    logits: torch.Tensor | None = None
-    temp: torch.Tensor | None = None
-    top_k: torch.Tensor | None = None
-    top_p: torch.Tensor | None = None
-
-    def clear(self) -> None:
-        "Forget every row."
-        self.rows, self.cache, self.mask, self.pos, self.logits, self.temp, self.top_k, self.top_p = [], *[None] * 7
-
-class _Engine:
+class _Engine(_KVCacheOps):
     "A model served by a worker thread that decodes a running batch and admits new requests between steps."
     live: weakref.WeakSet = weakref.WeakSet()      # engines still serving (a class attribute outlives module globals)
     def __init__(self, model, tokenizer, max_batch_rows: int = 64, batch_window_s: float = 0.002,
@@ -382,152 +190,7 @@ def _stop_live_engines() -> None:
     "At interpreter exit, stop every engine still serving and join its thread (torch must not be killed mid-step)."
     for engine in list(_Engine.live): engine.stop()
 
-# %% ../nbs/21_local_sampler.ipynb #7daac236
-def _prefill(self, tokens: list[int], want_prompt: bool, topk: int = 0):
-    "KV cache, last logits [V], prompt logprobs and top-k prompt logprobs of `tokens` (batch 1)."
-    from transformers import DynamicCache
-    cache, start = None, 0
-    if not want_prompt: cache, start = self._reuse_prefix(tokens)
-    if cache is None: cache, start = DynamicCache(config=self.model.config), 0
-    ids = torch.tensor([tokens], device=self.device)
-    prompt_lps, topks, last = [None], [None], None
-    n = len(tokens)
-    for s in range(start, n, self.prefill_chunk):
-        e = min(n, s + self.prefill_chunk)
-        out = self._forward(ids[:, s:e], cache, logits_to_keep=0 if want_prompt else 1)
-        logits = out.logits[0].float()
-        last = logits[-1]
-        if want_prompt:
-            lp = logits.log_softmax(-1)[: n - 1 - s if e == n else None]
-            targets = ids[0, s + 1 : s + 1 + lp.shape[0]]
-            prompt_lps += lp.gather(1, targets[:, None])[:, 0].tolist()
-            if topk:
-                v, i = lp.topk(topk, -1)
-                topks += [list(zip(a, b)) for a, b in zip(i.tolist(), v.tolist())]
-    return cache, last, prompt_lps, topks
-
-_Engine._prefill = _prefill
-
-# %% ../nbs/21_local_sampler.ipynb #5c294466
-def _cache_nbytes(layers) -> int:
-    "Bytes held by a list of (keys, values) pairs."
-    return sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in layers)
-
-def _store_prefix(self, tokens: list[int], layers: list) -> None:
-    "Keep `layers` [(keys, values) of batch 1] as the cache of `tokens`, evicting old entries over the budget."
-    if self.prefix_cache_bytes <= 0 or len(tokens) < 2: return
-    store = self.prefix_cache
-    store.pop(tuple(tokens), None)
-    store[tuple(tokens)] = layers
-    total = sum(_cache_nbytes(v) for v in store.values())
-    while store and total > self.prefix_cache_bytes:
-        oldest = next(iter(store))
-        total -= _cache_nbytes(store.pop(oldest))
-        self.prefix_ids.pop(oldest, None)
-
-PREFIX_MIN_SHARED = 32        # a stored sequence that only shares a first part lends it from this many tokens on
-
-def _shared_length(self, key: tuple, want: torch.Tensor) -> int:
-    "How many first tokens the stored sequence `key` shares with `want`."
-    ids = self.prefix_ids.get(key)
-    if ids is None: ids = self.prefix_ids[key] = torch.tensor(key)
-    m = min(len(key), len(want))
-    differ = (ids[:m] != want[:m]).nonzero()
-    return int(differ[0, 0]) if len(differ) else m
-
-def _take_prefix(self, tokens: list[int]) -> tuple[list | None, int]:
-    """The stored (keys, values) layers that cover the longest first part of `tokens` (never its last token), and
-    that part's length. A stored sequence that is a prefix of `tokens` is taken out of the store (the new row will
-    store a longer one); one that only shares a first part of `PREFIX_MIN_SHARED` tokens or more (the system prompt
-    and task of a group's other trajectories) lends views of that part and stays."""
-    if not self.prefix_cache or len(tokens) < 2: return None, 0
-    want = torch.tensor(tokens[:-1])
-    best, n = None, 0
-    for key in self.prefix_cache:
-        if min(len(key), len(want)) < n: continue                  # cannot share more than the best so far
-        shared = self._shared_length(key, want)
-        whole = shared == len(key)
-        if not whole and shared < PREFIX_MIN_SHARED: continue
-        if shared > n or (shared == n and whole): best, n = key, shared
-    if best is None: return None, 0
-    self.prefix_hits += 1; self.prefix_tokens_saved += n
-    if n == len(best):
-        self.prefix_ids.pop(best, None)
-        return self.prefix_cache.pop(best), n
-    return [(k[:, :, :n], v[:, :, :n]) for k, v in self.prefix_cache[best]], n
-
-def _reuse_prefix(self, tokens: list[int]):
-    "A `DynamicCache` of the longest stored prefix of `tokens` (taken out of the store) and its length, or (None, 0)."
-    from transformers import DynamicCache
-    layers, n = self._take_prefix(tokens)
-    if layers is None: return None, 0
-    cache = DynamicCache(config=self.model.config)
-    for li, (k, v) in enumerate(layers): cache.update(k, v, li)
-    return cache, n
-
-_Engine._store_prefix, _Engine._shared_length, _Engine._take_prefix, _Engine._reuse_prefix = (
-    _store_prefix, _shared_length, _take_prefix, _reuse_prefix)
-
-# %% ../nbs/21_local_sampler.ipynb #5a921d69
-def _suffix_groups(lengths: list[int]) -> list[list[int]]:
-    "Indices of `lengths` grouped so that each group's padded size (count x longest) is at most twice its total."
-    groups, cur, total = [], [], 0
-    for i in sorted(range(len(lengths)), key=lambda i: lengths[i]):
-        if cur and (len(cur) + 1) * lengths[i] > 2 * (total + lengths[i]): groups.append(cur); cur, total = [], 0
-        cur.append(i); total += lengths[i]
-    return groups + [cur] if cur else groups
-
-def _prefill_batch(self, prompts: list[list[int]], found: list) -> tuple:
-    "Cache, mask [B, P+S], next positions [B] and last logits [B, V] of `prompts`, each after its stored prefix in `found`."
-    from transformers import DynamicCache
-    F = torch.nn.functional
-    B, dev = len(prompts), self.device
-    starts = [n for _, n in found]
-    P, S = max(starts), max(len(p) - n for p, n in zip(prompts, starts))
-    cache = DynamicCache(config=self.model.config)
-    if P:
-        ref = next(layers for layers, _ in found if layers is not None)
-        for li, (k0, v0) in enumerate(ref):
-            ks = [F.pad(l[li][0] if l is not None else k0[:, :, :0], (0, 0, P - n, 0)) for l, n in found]
-            vs = [F.pad(l[li][1] if l is not None else v0[:, :, :0], (0, 0, P - n, 0)) for l, n in found]
-            cache.update(torch.cat(ks), torch.cat(vs), li)
-    mask = torch.zeros(B, P + S, dtype=torch.long, device=dev)
-    ids = torch.zeros(B, S, dtype=torch.long, device=dev)
-    pos = torch.zeros(B, S, dtype=torch.long, device=dev)
-    for i, (p, n) in enumerate(zip(prompts, starts)):
-        s = len(p) - n
-        mask[i, P - n:P] = 1; mask[i, P + S - s:] = 1
-        ids[i, S - s:] = torch.tensor(p[n:], device=dev)
-        pos[i, S - s:] = torch.arange(n, len(p), device=dev)
-    width = max(1, self.prefill_chunk // B)
-    for c in range(0, S, width):
-        e = min(S, c + width)
-        out = self._forward(ids[:, c:e], cache, attention_mask=mask[:, :P + e], position_ids=pos[:, c:e], logits_to_keep=1)
-    return cache, mask, torch.tensor([len(p) for p in prompts], device=dev), out.logits[:, -1].float()
-
-_Engine._prefill_batch = _prefill_batch
-
 # %% ../nbs/21_local_sampler.ipynb #5acc0eac
-def _merge(run: _Running, rows: list[_Row], cache, mask: torch.Tensor, pos: torch.Tensor, logits: torch.Tensor) -> None:
-    "Add `rows` (with their batch `cache`, `mask`, next positions `pos`, next-token `logits`) to `run`."
-    dev = logits.device
-    temp = torch.tensor([float(r.req.params.temperature) for r in rows], device=dev)
-    top_k = torch.tensor([int(r.req.params.top_k) for r in rows], device=dev)
-    top_p = torch.tensor([float(r.req.params.top_p) for r in rows], device=dev)
-    if not run.rows:
-        run.rows, run.cache, run.mask, run.pos, run.logits = list(rows), cache, mask, pos, logits
-        run.temp, run.top_k, run.top_p = temp, top_k, top_p
-        return
-    F = torch.nn.functional
-    a, b = run.mask.shape[1], mask.shape[1]
-    L = max(a, b)
-    for old, new in zip(run.cache.layers, cache.layers):
-        old.keys, old.values = _padded_cat(old.keys, new.keys), _padded_cat(old.values, new.values)
-    run.mask = torch.cat([F.pad(run.mask, (L - a, 0)), F.pad(mask, (L - b, 0))])
-    run.pos, run.logits = torch.cat([run.pos, pos]), torch.cat([run.logits, logits])
-    run.temp, run.top_k, run.top_p = torch.cat([run.temp, temp]), torch.cat([run.top_k, top_k]), torch.cat([run.top_p, top_p])
-    run.rows += rows
-
 def _rows_of(self, req: _Request, plps, topks) -> list[_Row]:
     "The `num_samples` rows of sample request `req`, registered as open until the last one stops."
     stop_ids, stop_strings = _stop_sets(req.params, self.default_stop_ids)
@@ -612,16 +275,6 @@ def _row_done(self, row: _Row) -> None:
         sequences=seqs, prompt_logprobs=plps if req.prompt_logprobs else [],
         topk_prompt_logprobs=topks if req.topk_prompt_logprobs else [],
         input_tokens=len(req.prompt), output_tokens=sum(len(r.tokens) for r in rows)))
-
-def _select(run: _Running, keep: list[int]) -> None:
-    "Keep rows `keep` of `run`, and trim the left padding that all of them have."
-    idx = torch.tensor(keep, device=run.mask.device)
-    mask = run.mask[idx]
-    trim = int((mask.cumsum(1) == 0).sum(1).min())
-    _select_rows(run.cache, idx, trim)
-    run.mask, run.pos, run.logits = mask[:, trim:], run.pos[idx], run.logits[idx]
-    run.temp, run.top_k, run.top_p = run.temp[idx], run.top_k[idx], run.top_p[idx]
-    run.rows = [run.rows[i] for i in keep]
 
 def _step(self, run: _Running) -> None:
     "One decoding step of every row of `run`."

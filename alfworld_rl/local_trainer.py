@@ -18,7 +18,7 @@ from pytrio.client.training_batch import plan_training_batch, normalize_loss_fn
 from pytrio.model.limits import TrainingLimits
 
 from .core import UserError
-from .local_sampler import load_causal_lm
+from .local_models import load_causal_lm, same_device
 
 # %% auto #0
 __all__ = ['SUPPORTED_LOSSES', 'LORA_ATTN', 'LORA_MLP', 'LORA_ROUTERS', 'NAME_RE', 'token_losses', 'target_logprobs',
@@ -183,7 +183,7 @@ def read_checkpoint_info(path: str | Path, kind: str) -> dict:
 # %% ../nbs/22_local_trainer.ipynb #0ea432cc
 def same_base_model(a: str, b: str) -> bool:
     "Whether base-model names `a` and `b` are the same model: equal, or resolving to the same local directory (no download)."
-    from alfworld_rl.local_sampler import resolve_model_path, TINY_MODEL_NAME, MINI_BASE_NAME
+    from alfworld_rl.local_models import resolve_model_path, TINY_MODEL_NAME, MINI_BASE_NAME
     def local(name):
         if name not in (TINY_MODEL_NAME, MINI_BASE_NAME) and not Path(name).expanduser().is_dir(): return None
         try: return resolve_model_path(name).resolve()
@@ -235,6 +235,7 @@ class _ClientCore:
         self.peft.train()
         self.params = [p for p in self.peft.parameters() if p.requires_grad]
         self.optimizer, self.step, self.started = None, 0, False
+        self._moved = {}             # per sampler device elsewhere: the frozen base weights copied there (once), by id
         self.vocab = self.peft.get_output_embeddings().weight.shape[0]
         self.pad_id = self.tokenizer.pad_token_id or 0
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="local-trainer")
@@ -408,10 +409,26 @@ class _CheckpointOps:
         return {"path": str(p), "step": self.step}
 
 # %% ../nbs/22_local_trainer.ipynb #948a603c
-def sampling_snapshot(peft_model):
-    "The model of `peft_model` with a frozen copy of its LoRA weights, sharing every frozen base weight (unmerged)."
-    shared = {id(p): p for p in peft_model.parameters() if not p.requires_grad}
-    with torch.no_grad(): clone = copy.deepcopy(peft_model, memo=shared)
+def sampling_snapshot(peft_model, device=None, moved: dict | None = None):
+    """The model of `peft_model` with a frozen copy of its LoRA weights (unmerged): sharing every frozen base weight, or
+    on another `device` with the frozen weights and buffers copied there once (kept in `moved`, by id, for the next)."""
+    if device is None or same_device(device, next(peft_model.parameters()).device):
+        shared = {id(p): p for p in peft_model.parameters() if not p.requires_grad}
+        with torch.no_grad(): clone = copy.deepcopy(peft_model, memo=shared)
+        return clone.get_base_model().eval().requires_grad_(False)
+    return _moved_snapshot(peft_model, torch.device(device), {} if moved is None else moved)
+
+def _moved_snapshot(peft_model, device: torch.device, moved: dict):
+    "`sampling_snapshot` on `device`: every tensor copied there (`.to(device, copy=True)`), the frozen ones once into `moved`."
+    with torch.no_grad():
+        for t in [p for p in peft_model.parameters() if not p.requires_grad] + list(peft_model.buffers()):
+            if id(t) not in moved:
+                copied = t.detach().to(device, copy=True)
+                moved[id(t)] = torch.nn.Parameter(copied, requires_grad=False) if isinstance(t, torch.nn.Parameter) else copied
+        memo = dict(moved)
+        for p in peft_model.parameters():
+            if p.requires_grad: memo[id(p)] = torch.nn.Parameter(p.detach().to(device, copy=True), requires_grad=False)
+        clone = copy.deepcopy(peft_model, memo=memo)
     return clone.get_base_model().eval().requires_grad_(False)
 
 def _async_twin(name: str):
@@ -454,7 +471,10 @@ class _PublicOps:
 
     def _current_sampler(self):
         "A sampling client that computes with exactly the current weights: base shared, LoRA copied and kept unmerged."
-        return self.service._sampling_client_for(sampling_snapshot(self.peft), self.base_model, self.model_alias)
+        device = getattr(self.service, "sampler_device", None)
+        moved = self._moved.setdefault(str(device), {})
+        return self.service._sampling_client_for(sampling_snapshot(self.peft, device, moved), self.base_model,
+                                                 self.model_alias)
 
     def save_weights_and_get_sampling_client(self):
         "A sampling client for the current weights (after all queued operations)."

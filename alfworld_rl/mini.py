@@ -141,7 +141,7 @@ def mini_data(s: MiniSettings, paths: MiniPaths, progress: bool = True) -> Path:
 
 def base_model_path(s: MiniSettings) -> Path:
     "The directory of the base model of `s` (the shipped `mini-base` unless the settings name another)."
-    from alfworld_rl.local_sampler import resolve_model_path
+    from alfworld_rl.local_models import resolve_model_path
     return resolve_model_path(s.base_model).resolve()
 
 # %% ../nbs/60_mini.ipynb #1ba73588
@@ -262,7 +262,7 @@ def run_mini(s: MiniSettings, root: str | os.PathLike, progress: bool = True) ->
 def mini_demonstrations(s: MiniSettings, paths: MiniPaths, progress: bool = True) -> list:
     "The searching-expert demonstrations of every training game (shared by the seeds' SFT runs)."
     from alfworld_rl.data import discover_games
-    from alfworld_rl.local_sampler import load_tokenizer
+    from alfworld_rl.local_models import load_tokenizer
     from alfworld_rl.sft import expert_trajectories
     t0 = time.perf_counter()
     c = sft_config(s, paths, s.seeds[0])

@@ -152,7 +152,7 @@ def pretrain_base_model(model_dir: str | os.PathLike, games: list, branches: int
                         context: str = "full", history_length: int = 2, engine: str = "textworld", beta: float = 0.0,
                         record_name: str = "pretrain.json") -> dict:
     "Play on `games` (random, or task-word with `beta`), then window steps, then whole-transcript steps (a third of the rate); returns and saves the record."
-    from alfworld_rl.local_sampler import load_tokenizer
+    from alfworld_rl.local_models import load_tokenizer
     model_dir = Path(model_dir)
     tokenizer = load_tokenizer(str(model_dir))
     t0 = time.perf_counter()

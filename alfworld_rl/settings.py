@@ -107,6 +107,9 @@ MODEL = {
                        one_of(BACKENDS)),
     "device": Setting(str, "auto", "local backend device: auto (CUDA if present, else CPU), cpu, cuda or cuda:N",
                       matches(r"auto|cpu|cuda(:\d+)?", "auto, cpu, cuda or cuda:N")),
+    "sampler_device": Setting(str, None, "local backend device of the sampling clients' model (default: the same as "
+                              "--device; same --dtype): auto, cpu, cuda or cuda:N, e.g. --device cuda:0 --sampler-device cuda:1",
+                              matches(r"auto|cpu|cuda(:\d+)?", "auto, cpu, cuda or cuda:N"), optional=True),
     "dtype": Setting(str, "auto", "local backend dtype: auto (bfloat16 on CUDA, float32 on CPU), float32, bfloat16 or "
                      "float16", one_of(DTYPE_CHOICES)),
     "prefix_cache_gb": Setting(float, None, "local backend: GiB of memory for the sampler's cached prompt prefixes "

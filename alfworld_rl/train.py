@@ -40,7 +40,7 @@ def split_has_games(data_root: Path, split: str) -> bool:
 def check_base_model(config: TrainConfig) -> None:
     "Fail before any work when the local backend cannot find `config.base_model` (with advice for the default)."
     if config.backend != "local": return
-    from alfworld_rl.local_sampler import resolve_model_path
+    from alfworld_rl.local_models import resolve_model_path
     try: resolve_model_path(config.base_model)
     except UserError as e:
         if config.base_model != TrainConfig().base_model: raise
@@ -119,7 +119,8 @@ def make_service(config: TrainConfig):
     "The service client of `config.backend`."
     from alfworld_rl.backends import make_service_client
     if config.backend == "local":
-        return make_service_client("local", device=config.device, dtype=config.dtype, prefix_cache_gb=config.prefix_cache_gb,
+        return make_service_client("local", device=config.device, sampler_device=config.sampler_device, dtype=config.dtype,
+                                   prefix_cache_gb=config.prefix_cache_gb,
                                    gradient_checkpointing=config.gradient_checkpointing,
                                    checkpoint_root=str(config.run_dir / "checkpoints"))
     return make_service_client("trio")

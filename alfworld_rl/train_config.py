@@ -104,7 +104,7 @@ def given_settings(args: argparse.Namespace) -> dict:
     return given(args, TrainConfig)
 
 # %% ../nbs/39_train_config.ipynb #61ead434
-RESUME_MAY_CHANGE = ("max_steps", "save_every", "device", "dtype", "swanlab_mode", "swanlab_project", "output_dir",
+RESUME_MAY_CHANGE = ("max_steps", "save_every", "device", "sampler_device", "dtype", "swanlab_mode", "swanlab_project", "output_dir",
                      "max_requests_in_flight", "prefix_cache_gb", "gradient_checkpointing",
                      "prefill_price_per_m", "sample_price_per_m", "train_price_per_m")
 

@@ -52,7 +52,7 @@ def main():
     ap.add_argument("--history-length", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
-    from alfworld_rl.local_sampler import load_tokenizer
+    from alfworld_rl.local_models import load_tokenizer
     from alfworld_rl.tiny_model import tiny_qwen3_path
     tokenizer = load_tokenizer(str(tiny_qwen3_path()))
     games = bench_games(args.data_root, args.games, cache="bench_context_games", seed=11)

@@ -44,7 +44,7 @@ def through_papermill(params: dict) -> dict:
 
 # Every setting given a value other than its default, as a user would type it.
 FLAGS = {
-    "train": ["--backend", "trio", "--temperature", "0.9", "--top-p", "0.95", "--base-model", "mini-base", "--device", "cpu", "--dtype", "float32", "--prefix-cache-gb", "2.5", "--gradient-checkpointing", "on",
+    "train": ["--backend", "trio", "--temperature", "0.9", "--top-p", "0.95", "--base-model", "mini-base", "--device", "cpu", "--sampler-device", "cuda:1", "--dtype", "float32", "--prefix-cache-gb", "2.5", "--gradient-checkpointing", "on",
               "--max-steps", "4", "--games-per-batch", "3", "--group-size", "6", "--max-episode-steps", "12",
               "--max-trajectory-tokens", "4096", "--max-assistant-tokens", "48", "--learning-rate", "5e-4",
               "--save-every", "2", "--run-name", "quickstart", "--swanlab-mode", "offline", "--swanlab-project", "p",
@@ -55,7 +55,7 @@ FLAGS = {
               "--prefill-price-per-m", "0.1", "--sample-price-per-m", "0.2", "--train-price-per-m", "0.3",
               "--init-state", "s", "--context", "window", "--history-length", "3", "--advantage", "gigpo",
               "--advantage-norm", "mean_std", "--gamma", "0.9", "--step-advantage-weight", "0.5", "--engine", "fast"],
-    "sft": ["--backend", "trio", "--base-model", "mini-base", "--device", "cpu", "--dtype", "float32", "--prefix-cache-gb", "0.5", "--gradient-checkpointing", "off",
+    "sft": ["--backend", "trio", "--base-model", "mini-base", "--device", "cpu", "--sampler-device", "cuda:1", "--dtype", "float32", "--prefix-cache-gb", "0.5", "--gradient-checkpointing", "off",
             "--data-root", "d", "--train-split", "valid_seen", "--max-train-games", "5", "--max-steps", "3",
             "--games-per-batch", "2", "--learning-rate", "1e-3", "--lora-rank", "8", "--save-every", "0",
             "--run-name", "s1", "--output-dir", "r", "--seed", "4", "--swanlab-mode", "offline",
@@ -64,7 +64,7 @@ FLAGS = {
             "--adam-beta2", "0.9", "--adam-eps", "1e-8", "--weight-decay", "0.1", "--grad-clip", "0.5",
             "--context", "window", "--history-length", "1", "--engine", "fast"],
     "eval": ["--backend", "trio", "--base-model", "mini-base", "--resume", "--model-path", "trio://r/sampler_weights/w",
-             "--device", "cpu", "--dtype", "float32", "--prefix-cache-gb", "3", "--gradient-checkpointing", "off", "--split", "valid_unseen", "--concurrency", "4",
+             "--device", "cpu", "--sampler-device", "cuda:1", "--dtype", "float32", "--prefix-cache-gb", "3", "--gradient-checkpointing", "off", "--split", "valid_unseen", "--concurrency", "4",
              "--limit-per-split", "3", "--max-episode-steps", "12", "--max-trajectory-tokens", "4096",
              "--max-assistant-tokens", "48", "--temperature", "0.5", "--top-p", "0.9", "--seed", "7",
              "--no-include-admissible-actions", "--context", "window", "--history-length", "1", "--engine", "fast",
@@ -141,7 +141,7 @@ def test_saved_config_keys_are_unchanged():
     from alfworld_rl.train_config import TrainConfig
     from alfworld_rl.sft import SFTConfig
     from alfworld_rl.evaluate import EvalConfig
-    memory = {"prefix_cache_gb", "gradient_checkpointing"}       # local-backend memory settings (issue 14)
+    memory = {"prefix_cache_gb", "gradient_checkpointing", "sampler_device"}   # local-backend memory and device settings
     train = memory | {"base_model", "backend", "device", "dtype", "max_steps", "games_per_batch", "group_size", "max_episode_steps",
              "max_trajectory_tokens", "max_assistant_tokens", "temperature", "top_p", "learning_rate", "save_every",
              "run_name", "swanlab_mode", "swanlab_project", "data_root", "train_split", "max_train_games",

@@ -450,6 +450,57 @@ def test_memory_settings(tmp_path):
             check_settings(cls(gradient_checkpointing="sometimes"))
 
 
+
+def test_sampler_device(tmp_path, tok, prompt):
+    """--sampler-device: flag errors name it; sampling clients hold their models on it (the trainer's snapshots and the
+    base model) while the trainer stays on --device; a snapshot copied to another device (the path a separate sampler
+    device takes, here to the CPU again) samples exactly the tokens of the shared one."""
+    from alfworld_rl.settings import check_settings
+    from alfworld_rl.train_config import TrainConfig
+    from alfworld_rl.evaluate import EvalConfig
+    from alfworld_rl.sft import SFTConfig
+    from alfworld_rl.local_sampler import LocalSamplingClient
+    from alfworld_rl.local_trainer import _moved_snapshot
+    with pytest.raises(UserError, match="--sampler-device: 'mps' is not supported; use auto, cpu, cuda or cuda:N"):
+        make_service_client("local", device="cpu", sampler_device="mps")
+    if not torch.cuda.is_available():
+        with pytest.raises(UserError, match="--sampler-device cuda:1: no CUDA device is available here; use --sampler-device cpu"):
+            make_service_client("local", device="cpu", sampler_device="cuda:1")
+    for cls in (TrainConfig, EvalConfig, SFTConfig):
+        assert cls().sampler_device is None
+        check_settings(cls(sampler_device="cuda:1"))
+        with pytest.raises(UserError, match=r"--sampler-device must be auto, cpu, cuda or cuda:N \(got 'gpu1'\)"):
+            check_settings(cls(sampler_device="gpu1"))
+    with make_service_client("local", device="cpu", sampler_device="cpu", checkpoint_root=tmp_path) as svc:
+        assert svc.sampler_device == torch.device("cpu")
+        tc = svc.create_lora_training_client("tiny-qwen3", rank=4, seed=0)
+        base = svc.create_sampling_client("tiny-qwen3")
+        seq = base.sample(ModelInput.from_ints(prompt), 1, SamplingParams(max_tokens=8, seed=1)).result().sequences[0]
+        n = len(prompt)
+        datum = trajectory_datum(prompt + seq.tokens, [0.0] * n + seq.logprobs, [False] * n + [True] * len(seq.tokens), 1.0)
+        tc.forward_backward([datum], "ppo", CLIP).result(); tc.optim_step(AdamParams(learning_rate=1e-2)).result()
+        shared = tc.save_weights_and_get_sampling_client()
+        assert {p.device.type for p in shared._engine.model.parameters()} == {"cpu"}
+        copied = _moved_snapshot(tc.peft, torch.device("cpu"), {})
+        trainer = {p.data_ptr() for p in tc.peft.parameters()}
+        assert not trainer & {p.data_ptr() for p in copied.parameters()}          # nothing shared with the trainer
+        sp = SamplingParams(max_tokens=12, seed=3, temperature=1.0)
+        with LocalSamplingClient(copied, tok, "tiny-qwen3") as sc:
+            a, b = (c.sample(ModelInput.from_ints(prompt), 2, sp).result().sequences for c in (shared, sc))
+        assert [s.tokens for s in a] == [s.tokens for s in b] and [s.logprobs for s in a] == [s.logprobs for s in b]
+        # the service puts its samplers on its sampler device: `meta` stands for a second device on a CPU-only machine
+        svc.sampler_device = torch.device("meta")
+        svc._base_models.clear()                                                    # loaded on the CPU above
+        first, second = tc.save_weights_and_get_sampling_client(), tc.save_weights_and_get_sampling_client()
+        for sc in (first, second, svc.create_sampling_client("tiny-qwen3")):
+            model = sc._engine.model
+            assert {t.device.type for t in [*model.parameters(), *model.buffers()]} == {"meta"}
+            sc.close()
+        assert {p.device.type for p in tc.peft.parameters()} == {"cpu"}           # the trainer stays on --device
+        lora = [n for n, _ in first._engine.model.named_parameters() if "lora_" in n]
+        assert lora and all((dict(first._engine.model.named_parameters())[n] is dict(second._engine.model.named_parameters())[n])
+                            == ("lora_" not in n) for n, _ in first._engine.model.named_parameters())
+
 def test_a_sampler_leaves_other_threads_their_thread_count(svc):
     """The sampler's worker decodes on one CPU thread; training that starts in another thread afterwards (the
     trainer's, the notebook's) must still get the process's count (torch.set_num_threads also sets the count a

@@ -16,7 +16,7 @@ SMALL = ["--base-model", "tiny-qwen3", "--backend", "local", "--max-train-games"
 def demos(small_data_root):
     "Expert demonstrations of two training games, replayed through the rollout engine."
     from alfworld_rl.data import discover_games
-    from alfworld_rl.local_sampler import load_tokenizer
+    from alfworld_rl.local_models import load_tokenizer
     games = discover_games(small_data_root, "train")[:2]
     config = SFTConfig(base_model="tiny-qwen3", data_root=str(small_data_root), max_episode_steps=20,
                        max_trajectory_tokens=4096)
@@ -24,7 +24,7 @@ def demos(small_data_root):
 
 
 def test_datum_weights_cover_exactly_the_assistant_tokens(demos):
-    from alfworld_rl.local_sampler import load_tokenizer
+    from alfworld_rl.local_models import load_tokenizer
     tok = load_tokenizer("tiny-qwen3")
     for traj in demos:
         assert traj.won and traj.steps

@@ -54,6 +54,7 @@ BAD_FLAGS = [
     (["--top-p", "0"], "--top-p must be in (0, 1]"),
     (["--top-p", "1.5"], "--top-p must be in (0, 1]"),
     (["--device", "gpu0"], "--device must be auto, cpu, cuda or cuda:N"),
+    (["--sampler-device", "gpu1"], "--sampler-device must be auto, cpu, cuda or cuda:N"),
     (["--dtype", "int8"], "--dtype must be one of auto, float32, bfloat16, float16"),
     (["--learning-rate", "0"], "--learning-rate must be > 0"),
     (["--learning-rate=-1e-6"], "--learning-rate must be > 0"),
@@ -138,6 +139,18 @@ def test_one_update_cli_no_report(small_data_root, tmp_path, capsys):
                                 "--learning-rate", "0.5", "--no-report"], capsys)
     assert status == 2 and "--learning-rate 0.5 (the run has 1e-06)" in err
 
+
+
+def test_one_update_with_a_sampler_device(small_data_root, tmp_path, capsys):
+    "`--sampler-device cpu` beside `--device cpu`: one update end to end; the run records the setting."
+    runs = tmp_path / "runs"
+    status, out, err = run_cli([*TINY, "--device", "cpu", "--sampler-device", "cpu", "--max-steps", "1",
+                                "--save-every", "0", "--run-name", "sdev", "--data-root", str(small_data_root),
+                                "--output-dir", str(runs), "--no-report"], capsys)
+    assert status == 0, err
+    assert json.loads((runs / "sdev" / "config.json").read_text())["sampler_device"] == "cpu"
+    [m] = read_jsonl(runs / "sdev" / "metrics.jsonl")
+    assert m["step"] == 1 and m["tokens/sampled"] > 0
 
 # --- a real PPO step: scripted replies (expert on branch 0, malformed on branch 1) scored by the model ---------
 

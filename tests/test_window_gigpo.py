@@ -12,7 +12,7 @@ from alfworld_rl.rollout import RolloutConfig, run_rollout
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from alfworld_rl.local_sampler import load_tokenizer
+    from alfworld_rl.local_models import load_tokenizer
     from alfworld_rl.tiny_model import tiny_qwen3_path
     return load_tokenizer(str(tiny_qwen3_path()))
 
