@@ -342,7 +342,7 @@ def cli_build_base(args) -> int:
           + (" (stage 1 reused from --work-dir; its time is the one measured when it was built)" if sec["stage1_reused"] else ""))
     return 0
 
-# %% ../nbs/59_mini_model.ipynb #3d94ad6f
+# %% ../nbs/59_mini_model.ipynb #5fef2fff
 def take_states(model_dir: str | os.PathLike, games: list, s: BaseSettings | None = None, seed: int = 0,
                 max_states: int = 200) -> list[tuple[list[int], list[str]]]:
     "(prompt tokens, objects of the admissible `take` commands) of the take-able states `model_dir` visits at temperature 1."
