@@ -353,8 +353,10 @@ def take_states(model_dir: str | os.PathLike, games: list, s: BaseSettings | Non
     config = RolloutConfig(group_size=2, max_episode_steps=s.max_episode_steps, max_trajectory_tokens=6000,
                            max_assistant_tokens=48, temperature=1.0, seed=seed, context="window",
                            history_length=s.history_length, engine=s.engine)
+    try: trajectories = run_rollout(sampler, sampler.get_tokenizer(), games, config).trajectories
+    finally: sampler.close()
     states = []
-    for t in run_rollout(sampler, sampler.get_tokenizer(), games, config).trajectories:
+    for t in trajectories:
         for step in t.steps:
             commands = step.anchor_observation.rsplit("\n\n", 1)[-1].splitlines()   # anchor_state: text, then the commands
             objects = sorted({c.split()[1] for c in commands if c.startswith("take ")})
