@@ -11,7 +11,7 @@ from pathlib import Path
 __all__ = ['MODEL_SIZE_KEYS', 'STAGE2_KEYS', 'build_model', 'count_parameters', 'random_transcripts', 'window_turns',
            'turn_windows', 'masked_nll', 'learning_rate_at', 'train_rows', 'pretrain_base_model', 'plot_pretraining',
            'BaseSettings', 'stage1_settings', 'base_quality', 'build_stage1', 'build_base', 'load_base_info',
-           'cli_build_base_parser', 'cli_build_base', 'take_states', 'copy_rate']
+           'cli_build_base_parser', 'cli_build_base', 'take_states', 'copy_rate', 'base_copy_rate']
 
 # %% ../nbs/59_mini_model.ipynb #8a7e6207
 MODEL_SIZE_KEYS = ("hidden_size", "num_hidden_layers", "intermediate_size", "num_attention_heads",
@@ -297,6 +297,7 @@ def build_base(out: str | os.PathLike, s: BaseSettings | None = None, work_dir: 
                                     engine=s.engine, beta=s.prior_beta, record_name="pretrain-prior.json")
     t3 = time.perf_counter()
     quality = base_quality(tmp, discover_games(data, "valid_seen"), s)
+    quality["take_copy_rate"] = base_copy_rate(tmp, discover_games(data, "valid_seen"), s)
     seconds = {"games": round(t1 - t0, 1), "random_play": first["seconds"]["random_play"],
                "pretraining": first["seconds"]["pretraining"], "stage1_reused": first["reused"],
                "prior_play": prior["seconds"]["random_play"] if prior else 0.0,
@@ -380,3 +381,12 @@ def copy_rate(model, tokenizer, states: list[tuple[list[int], list[str]]]) -> di
             p_copy.append(at_object[[encode(tokenizer, " " + o)[0] for o in objects]].sum().item())
     return {"p_take": round(sum(p_take) / len(p_take), 4), "p_copy_given_take": round(sum(p_copy) / len(p_copy), 4),
             "states": len(states)}
+
+def base_copy_rate(model_dir: str | os.PathLike, games: list, s: BaseSettings | None = None) -> float | None:
+    "`copy_rate`'s P(admissible take object | take) of the model in `model_dir` at the take-able states it visits in `games` (None if none)."
+    import torch
+    from alfworld_rl.local_models import load_tokenizer, load_causal_lm
+    states = take_states(model_dir, games, s)
+    if not states: return None
+    model = load_causal_lm(str(model_dir), torch.device("cpu"), torch.float32)
+    return copy_rate(model, load_tokenizer(str(model_dir)), states)["p_copy_given_take"]
