@@ -168,29 +168,27 @@ def action_verb(action: str | None) -> str:
 def action_counts(path: str | os.PathLike) -> dict[str, tuple[int, int]]:
     "Per verb, the commands issued and how many of them were admissible, over every trajectory of an evaluation file."
     counts: dict[str, list[int]] = {}
-    with open(path) as f:
-        for line in f:
-            record = json.loads(line)
-            if record.get("type") != "trajectory": continue
-            for step in record["steps"]:
-                verb = action_verb(step.get("action") if step.get("valid_format", True) else None)
-                issued, admissible = counts.setdefault(verb, [0, 0])
-                counts[verb] = [issued + 1, admissible + bool(step.get("admissible"))]
+    for record in read_jsonl(path):
+        if record.get("type") != "trajectory": continue
+        for step in record["steps"]:
+            tally = counts.setdefault(action_verb(step.get("action") if step.get("valid_format", True) else None), [0, 0])
+            tally[0] += 1
+            tally[1] += bool(step.get("admissible"))
     if not counts: raise UserError(f"{path} holds no trajectory steps")
     return {verb: (n, ok) for verb, (n, ok) in counts.items()}
 
 def action_table(files: dict[str, str | os.PathLike]) -> str:
     "Markdown table: per verb (rows) and file (columns), the share of all commands and the admissible share of that verb."
     counts = {label: action_counts(path) for label, path in files.items()}
+    totals = {label: sum(n for n, _ in c.values()) for label, c in counts.items()}
     order = [v for v in (*ACTION_VERBS, "other", INVALID_CALL) if any(v in c for c in counts.values())]
     lines = ["| verb | " + " | ".join(f"{label}: share / admissible" for label in counts) + " |",
              "|---|" + "---|" * len(counts)]
     for verb in order:
         cells = []
-        for c in counts.values():
-            total = sum(n for n, _ in c.values())
+        for label, c in counts.items():
             n, ok = c.get(verb, (0, 0))
-            cells.append(f"{100 * n / total:.0f}% / {100 * ok / n:.0f}%" if n else "-")
+            cells.append(f"{100 * n / totals[label]:.0f}% / {100 * ok / n:.0f}%" if n else "-")
         lines.append(f"| {verb} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from .core import UserError
 
 # %% auto #0
-__all__ = ['DEFAULT_CHECKPOINT_ROOT', 'BACKENDS', 'DTYPE_CHOICES', 'GRADIENT_CHECKPOINTING', 'check_device_flags',
+__all__ = ['DEFAULT_CHECKPOINT_ROOT', 'BACKENDS', 'DTYPE_CHOICES', 'DEVICE_PATTERN', 'GRADIENT_CHECKPOINTING',
            'resolve_gradient_checkpointing', 'LocalServiceClient', 'make_service_client']
 
 # %% ../nbs/24_backends.ipynb #38ddae9b
@@ -18,15 +18,7 @@ DEFAULT_CHECKPOINT_ROOT = Path("runs") / "local-checkpoints"
 BACKENDS = ("local", "trio")
 DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16")
 
-def check_device_flags(device: str, dtype: str, sampler_device: str | None = None) -> None:
-    "Raise `UserError(status=2)` unless `--device` / `--dtype` / `--sampler-device` are values the local backend understands."
-    import re
-    for flag, value in (("--device", device), ("--sampler-device", sampler_device)):
-        if flag == "--sampler-device" and value is None: continue          # None: the same as --device
-        if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", value or ""):
-            raise UserError(f"{flag} must be auto, cpu, cuda or cuda:N (got {value!r})", status=2)
-    if dtype not in DTYPE_CHOICES:
-        raise UserError(f"--dtype must be one of {', '.join(DTYPE_CHOICES)} (got {dtype!r})", status=2)
+DEVICE_PATTERN = r"auto|cpu|cuda(:\d+)?"       # what --device and --sampler-device accept (the settings check it)
 
 GRADIENT_CHECKPOINTING = ("auto", "on", "off")
 

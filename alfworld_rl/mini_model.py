@@ -10,8 +10,8 @@ from pathlib import Path
 # %% auto #0
 __all__ = ['MODEL_SIZE_KEYS', 'STAGE2_KEYS', 'build_model', 'count_parameters', 'random_transcripts', 'window_turns',
            'turn_windows', 'masked_nll', 'learning_rate_at', 'train_rows', 'pretrain_base_model', 'plot_pretraining',
-           'BaseSettings', 'stage1_settings', 'base_quality', 'build_stage1', 'build_base', 'load_base_info',
-           'cli_build_base_parser', 'cli_build_base', 'take_states', 'copy_rate', 'base_copy_rate']
+           'BaseSettings', 'stage1_settings', 'own_play', 'base_quality', 'build_stage1', 'build_base',
+           'load_base_info', 'cli_build_base_parser', 'cli_build_base', 'take_states', 'copy_rate', 'base_copy_rate']
 
 # %% ../nbs/59_mini_model.ipynb #8a7e6207
 MODEL_SIZE_KEYS = ("hidden_size", "num_hidden_layers", "intermediate_size", "num_attention_heads",
@@ -239,16 +239,21 @@ def stage1_settings(s: BaseSettings) -> dict:
     "The settings stage 1 (random play and the model itself) depends on."
     return {k: v for k, v in asdict(s).items() if k not in STAGE2_KEYS}
 
-def base_quality(model_dir: str | os.PathLike, games: list, s: BaseSettings, seed: int = 0) -> dict:
-    "Tool-call validity, admissible-action rate and success of the model at temperature 1 on `games` (window context)."
+def own_play(model_dir: str | os.PathLike, games: list, s: BaseSettings, seed: int = 0) -> list:
+    "The trajectories of the model in `model_dir` on `games`, two episodes each at temperature 1 (window context)."
     from alfworld_rl.backends import make_service_client
-    from alfworld_rl.ppo import rollout_metrics
     from alfworld_rl.rollout import RolloutConfig, run_rollout
     sampler = make_service_client("local", device="cpu").create_sampling_client(str(model_dir))
     config = RolloutConfig(group_size=2, max_episode_steps=s.max_episode_steps, max_trajectory_tokens=6000,
                            max_assistant_tokens=48, temperature=1.0, seed=seed, context="window",
                            history_length=s.history_length, engine=s.engine)
-    m = rollout_metrics(run_rollout(sampler, sampler.get_tokenizer(), games, config).trajectories)
+    try: return run_rollout(sampler, sampler.get_tokenizer(), games, config).trajectories
+    finally: sampler.close()
+
+def base_quality(trajectories: list) -> dict:
+    "Tool-call validity, admissible-action rate and success of a model's `own_play`."
+    from alfworld_rl.ppo import rollout_metrics
+    m = rollout_metrics(trajectories)
     return {k: round(m[k], 4) for k in ("valid_tool_call_rate", "admissible_action_rate", "success_rate")}
 
 def build_stage1(work: Path, s: BaseSettings, games: list, progress: bool = True) -> tuple[Path, dict]:
@@ -296,8 +301,8 @@ def build_base(out: str | os.PathLike, s: BaseSettings | None = None, work_dir: 
                                     s.prior_seed, progress, context="window", history_length=s.history_length,
                                     engine=s.engine, beta=s.prior_beta, record_name="pretrain-prior.json")
     t3 = time.perf_counter()
-    quality = base_quality(tmp, discover_games(data, "valid_seen"), s)
-    quality["take_copy_rate"] = base_copy_rate(tmp, discover_games(data, "valid_seen"), s)
+    play = own_play(tmp, discover_games(data, "valid_seen"), s)
+    quality = base_quality(play) | {"take_copy_rate": base_copy_rate(tmp, take_states(play))}
     seconds = {"games": round(t1 - t0, 1), "random_play": first["seconds"]["random_play"],
                "pretraining": first["seconds"]["pretraining"], "stage1_reused": first["reused"],
                "prior_play": prior["seconds"]["random_play"] if prior else 0.0,
@@ -344,18 +349,8 @@ def cli_build_base(args) -> int:
     return 0
 
 # %% ../nbs/59_mini_model.ipynb #5fef2fff
-def take_states(model_dir: str | os.PathLike, games: list, s: BaseSettings | None = None, seed: int = 0,
-                max_states: int = 200) -> list[tuple[list[int], list[str]]]:
-    "(prompt tokens, objects of the admissible `take` commands) of the take-able states `model_dir` visits at temperature 1."
-    from alfworld_rl.backends import make_service_client
-    from alfworld_rl.rollout import RolloutConfig, run_rollout
-    s = s or BaseSettings()
-    sampler = make_service_client("local", device="cpu").create_sampling_client(str(model_dir))
-    config = RolloutConfig(group_size=2, max_episode_steps=s.max_episode_steps, max_trajectory_tokens=6000,
-                           max_assistant_tokens=48, temperature=1.0, seed=seed, context="window",
-                           history_length=s.history_length, engine=s.engine)
-    try: trajectories = run_rollout(sampler, sampler.get_tokenizer(), games, config).trajectories
-    finally: sampler.close()
+def take_states(trajectories: list, max_states: int = 200) -> list[tuple[list[int], list[str]]]:
+    "(prompt tokens, objects of the admissible `take` commands) of the first `max_states` take-able states of `trajectories`."
     states = []
     for t in trajectories:
         for step in t.steps:
@@ -382,11 +377,10 @@ def copy_rate(model, tokenizer, states: list[tuple[list[int], list[str]]]) -> di
     return {"p_take": round(sum(p_take) / len(p_take), 4), "p_copy_given_take": round(sum(p_copy) / len(p_copy), 4),
             "states": len(states)}
 
-def base_copy_rate(model_dir: str | os.PathLike, games: list, s: BaseSettings | None = None) -> float | None:
-    "`copy_rate`'s P(admissible take object | take) of the model in `model_dir` at the take-able states it visits in `games` (None if none)."
+def base_copy_rate(model_dir: str | os.PathLike, states: list) -> float | None:
+    "`copy_rate`'s P(admissible take object | take) of the model in `model_dir` at `states` (None if there are none)."
     import torch
     from alfworld_rl.local_models import load_tokenizer, load_causal_lm
-    states = take_states(model_dir, games, s)
     if not states: return None
     model = load_causal_lm(str(model_dir), torch.device("cpu"), torch.float32)
     return copy_rate(model, load_tokenizer(str(model_dir)), states)["p_copy_given_take"]

@@ -92,7 +92,7 @@ def check_value(name: str, s: Setting, value) -> None:
     if s.rule is not None and not s.rule.ok(value): raise bad(name, s.rule.words(), value)
 
 # %% ../nbs/38_settings.ipynb #0c2d3a9c
-from .backends import BACKENDS, DTYPE_CHOICES, GRADIENT_CHECKPOINTING
+from .backends import BACKENDS, DEVICE_PATTERN, DTYPE_CHOICES, GRADIENT_CHECKPOINTING
 SWANLAB_MODES = ("online", "local", "offline", "disabled")
 ENGINES = ("textworld", "fast")
 NAME_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9_-])?$")   # PyTRIO's rule for names in checkpoint paths
@@ -106,10 +106,10 @@ MODEL = {
     "backend": Setting(str, "local", "where the model runs: local (torch, embedded) or trio (the hosted PyTRIO service)",
                        one_of(BACKENDS)),
     "device": Setting(str, "auto", "local backend device: auto (CUDA if present, else CPU), cpu, cuda or cuda:N",
-                      matches(r"auto|cpu|cuda(:\d+)?", "auto, cpu, cuda or cuda:N")),
+                      matches(DEVICE_PATTERN, "auto, cpu, cuda or cuda:N")),
     "sampler_device": Setting(str, None, "local backend device of the sampling clients' model (default: the same as "
                               "--device; same --dtype): auto, cpu, cuda or cuda:N, e.g. --device cuda:0 --sampler-device cuda:1",
-                              matches(r"auto|cpu|cuda(:\d+)?", "auto, cpu, cuda or cuda:N"), optional=True),
+                              matches(DEVICE_PATTERN, "auto, cpu, cuda or cuda:N"), optional=True),
     "dtype": Setting(str, "auto", "local backend dtype: auto (bfloat16 on CUDA, float32 on CPU), float32, bfloat16 or "
                      "float16", one_of(DTYPE_CHOICES)),
     "prefix_cache_gb": Setting(float, None, "local backend: GiB of memory for the sampler's cached prompt prefixes "
