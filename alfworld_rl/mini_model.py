@@ -120,8 +120,8 @@ def learning_rate_at(step: int, steps: int, peak: float) -> float:
     return peak * min(1.0, (step + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * step / steps))
 
 def train_rows(model_dir: str | os.PathLike, rows: list, steps: int, batch_size: int, learning_rate: float,
-               seed: int = 0, desc: str = "pretrain", progress: bool = True) -> list[float]:
-    "Train every weight of the model in `model_dir` on `rows` for `steps` steps and save it there; returns the loss per step."
+               seed: int = 0, desc: str = "pretrain", progress: bool = True, draw=None) -> list[float]:
+    "Train every weight of the model in `model_dir` on `rows` (or on `draw(rng)`'s batches) for `steps` steps, save it; returns the loss per step."
     import torch
     from transformers import AutoModelForCausalLM
     from tqdm.auto import tqdm
@@ -133,11 +133,14 @@ def train_rows(model_dir: str | os.PathLike, rows: list, steps: int, batch_size:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         for step in tqdm(range(steps), desc=desc, unit="step", disable=not progress):
-            if len(order) < batch_size:                    # a fresh seeded pass through the rows
-                order += rng.sample(range(len(rows)), len(rows))
-            batch, order = order[:batch_size], order[batch_size:]
+            if draw is not None: batch = draw(rng)         # the caller composes each batch
+            else:
+                if len(order) < batch_size:                # a fresh seeded pass through the rows
+                    order += rng.sample(range(len(rows)), len(rows))
+                picked, order = order[:batch_size], order[batch_size:]
+                batch = [rows[i] for i in picked]
             for group in opt.param_groups: group["lr"] = learning_rate_at(step, steps, learning_rate)
-            loss = masked_nll(model, [rows[i] for i in batch])
+            loss = masked_nll(model, batch)
             opt.zero_grad(); loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0); opt.step()
             losses.append(loss.item())
@@ -199,6 +202,7 @@ def plot_pretraining(record: dict, path: str | os.PathLike | None = None):
 from dataclasses import dataclass, asdict
 
 from .tiny_model import MINI_BASE_NAME, mini_base_path
+from .copy_stage import train_copy_stage
 
 @dataclass
 class BaseSettings:
@@ -232,8 +236,18 @@ class BaseSettings:
     prior_window_steps: int = 300
     prior_prompt_steps: int = 100
     prior_learning_rate: float = 1e-3
+    # stage 3: copying, batches of freshly renamed `take` turns and task-word turns (59a_copy_stage; 0 steps: none)
+    copy_steps: int = 300
+    copy_batch: int = 64
+    copy_learning_rate: float = 3e-3
+    copy_share: float = 0.5                # share of each batch that is a renamed `take` turn
+    copy_prompt_steps: int = 100           # then whole prompts at a third of the rate (windows alone break the format)
+    copy_prompt_batch: int = 32
+    copy_seed: int = 11
 
-STAGE2_KEYS = ("prior_beta", "prior_seed", "prior_window_steps", "prior_prompt_steps", "prior_learning_rate")
+STAGE2_KEYS = ("prior_beta", "prior_seed", "prior_window_steps", "prior_prompt_steps", "prior_learning_rate",
+               "copy_steps", "copy_batch", "copy_learning_rate", "copy_share", "copy_prompt_steps",
+               "copy_prompt_batch", "copy_seed")   # stages 2 and 3
 
 def stage1_settings(s: BaseSettings) -> dict:
     "The settings stage 1 (random play and the model itself) depends on."
@@ -300,6 +314,7 @@ def build_base(out: str | os.PathLike, s: BaseSettings | None = None, work_dir: 
                                     s.window_batch, s.prior_prompt_steps, s.prompt_batch, s.prior_learning_rate,
                                     s.prior_seed, progress, context="window", history_length=s.history_length,
                                     engine=s.engine, beta=s.prior_beta, record_name="pretrain-prior.json")
+    copy = train_copy_stage(tmp, games, s, progress) if s.copy_steps else None
     t3 = time.perf_counter()
     play = own_play(tmp, discover_games(data, "valid_seen"), s)
     quality = base_quality(play) | {"take_copy_rate": base_copy_rate(tmp, take_states(play))}
@@ -307,12 +322,16 @@ def build_base(out: str | os.PathLike, s: BaseSettings | None = None, work_dir: 
                "pretraining": first["seconds"]["pretraining"], "stage1_reused": first["reused"],
                "prior_play": prior["seconds"]["random_play"] if prior else 0.0,
                "prior_pretraining": round(prior["seconds"]["windows"] + prior["seconds"]["transcripts"], 1) if prior else 0.0,
+               "copy_play": copy["seconds"]["play"] if copy else 0.0,
+               "copy_pretraining": copy["seconds"]["training"] if copy else 0.0,
                "quality": round(time.perf_counter() - t3, 1)}
     seconds["total"] = round(sum(v for k, v in seconds.items() if k != "stage1_reused"), 1)   # the build from scratch
     info = {"name": MINI_BASE_NAME, "settings": asdict(s), "parameters": count_parameters(tmp), "quality": quality,
             "rows": first["rows"], "prior_rows": prior["windows"] if prior else 0,
+            "copy_take_rows": copy["take_rows"] if copy else 0,
             "final_loss": first["final_loss"] | ({"prior_windows": _last20(prior["window_losses"]),
-                                                  "prior_prompts": _last20(prior["transcript_losses"])} if prior else {}),
+                                                  "prior_prompts": _last20(prior["transcript_losses"])} if prior else {})
+                          | ({"copy": _last20(copy["losses"])} if copy else {}),
             "seconds": seconds}
     (tmp / "base.json").write_text(json.dumps(info, indent=1) + "\n")
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -344,7 +363,8 @@ def cli_build_base(args) -> int:
     q, sec = info["quality"], info["seconds"]
     print(f"Built {out}: {info['parameters']:,} parameters in {sec['total']:.0f} s; at temperature 1 on "
           f"{info['settings']['valid_games']} held-out games: {100 * q['valid_tool_call_rate']:.1f}% well-formed calls, "
-          f"{100 * q['admissible_action_rate']:.1f}% admissible actions, {100 * q['success_rate']:.1f}% won"
+          f"{100 * q['admissible_action_rate']:.1f}% admissible actions, {100 * q['success_rate']:.1f}% won, "
+          f"take copy rate {q['take_copy_rate']}"
           + (" (stage 1 reused from --work-dir; its time is the one measured when it was built)" if sec["stage1_reused"] else ""))
     return 0
 
