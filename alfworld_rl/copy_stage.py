@@ -45,19 +45,20 @@ def train_copy_stage(model_dir: str | os.PathLike, games: list, s, progress: boo
     uniform = window_turns(games, tokenizer, seed=s.copy_seed, **play)            # whole prompts + replies
     task_word = window_turns(games, tokenizer, seed=s.copy_seed + 1, beta=s.prior_beta, **play)
     ids, take = object_token_ids(tokenizer), tokenizer.convert_tokens_to_ids("take")
-    def mixer(uniform_rows: list, plain: list, batch_size: int):
-        "A `draw`: each row a freshly renamed `take` row of `uniform_rows + plain` with probability `copy_share`, else a row of `plain`."
-        takes = replies_with(uniform_rows + plain, take) or uniform_rows + plain
+    def mixer(takes: list, plain: list, batch_size: int):
+        "A `draw`: each row a freshly renamed row of `takes` with probability `copy_share`, else a row of `plain`."
         return lambda rng: [rename_objects(rng.choice(takes), ids, rng) if rng.random() < s.copy_share
                             else rng.choice(plain) for _ in range(batch_size)]
     t1 = time.perf_counter()
-    windows = turn_windows(task_word, start)                                      # 1: short rows, the full rate
-    losses = train_rows(model_dir, windows, s.copy_steps, s.copy_batch, s.copy_learning_rate, s.copy_seed,
-                        "copy stage on windows", progress, draw=mixer(turn_windows(uniform, start), windows, s.copy_batch))
+    windows, uniform_windows = turn_windows(task_word, start), turn_windows(uniform, start)
+    take_windows = replies_with(uniform_windows + windows, take) or uniform_windows + windows   # none: a toy build
+    take_prompts = replies_with(uniform + task_word, take) or uniform + task_word
+    losses = train_rows(model_dir, windows, s.copy_steps, s.copy_batch, s.copy_learning_rate, s.copy_seed,   # 1: short rows
+                        "copy stage on windows", progress, draw=mixer(take_windows, windows, s.copy_batch))
     prompt_losses = train_rows(model_dir, task_word, s.copy_prompt_steps, s.copy_prompt_batch,   # 2: whole prompts
                                s.copy_learning_rate / 3, s.copy_seed, "copy stage on prompts", progress,
-                               draw=mixer(uniform, task_word, s.copy_prompt_batch)) if s.copy_prompt_steps else []
-    record = {"take_rows": len(replies_with(uniform + task_word, take)), "task_word_rows": len(task_word),
+                               draw=mixer(take_prompts, task_word, s.copy_prompt_batch)) if s.copy_prompt_steps else []
+    record = {"take_rows": len(replies_with(take_prompts, take)), "task_word_rows": len(task_word),
               "uniform_rows": len(uniform), "object_names": len(ids), "losses": losses, "prompt_losses": prompt_losses,
               "seconds": {"play": round(t1 - t0, 2), "training": round(time.perf_counter() - t1, 2)}}
     (model_dir / record_name).write_text(json.dumps(record) + "\n")

@@ -8,7 +8,7 @@ import json, math, os, random, shutil, tempfile, time
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['MODEL_SIZE_KEYS', 'STAGE2_KEYS', 'build_model', 'count_parameters', 'random_transcripts', 'window_turns',
+__all__ = ['MODEL_SIZE_KEYS', 'LATER_STAGE_KEYS', 'build_model', 'count_parameters', 'random_transcripts', 'window_turns',
            'turn_windows', 'masked_nll', 'learning_rate_at', 'train_rows', 'pretrain_base_model', 'plot_pretraining',
            'BaseSettings', 'stage1_settings', 'own_play', 'base_quality', 'build_stage1', 'build_base',
            'load_base_info', 'cli_build_base_parser', 'cli_build_base', 'take_states', 'copy_rate', 'base_copy_rate']
@@ -245,13 +245,13 @@ class BaseSettings:
     copy_prompt_batch: int = 32
     copy_seed: int = 11
 
-STAGE2_KEYS = ("prior_beta", "prior_seed", "prior_window_steps", "prior_prompt_steps", "prior_learning_rate",
+LATER_STAGE_KEYS = ("prior_beta", "prior_seed", "prior_window_steps", "prior_prompt_steps", "prior_learning_rate",
                "copy_steps", "copy_batch", "copy_learning_rate", "copy_share", "copy_prompt_steps",
-               "copy_prompt_batch", "copy_seed")   # stages 2 and 3
+               "copy_prompt_batch", "copy_seed")   # stages 2 and 3: a change here reuses stage 1
 
 def stage1_settings(s: BaseSettings) -> dict:
     "The settings stage 1 (random play and the model itself) depends on."
-    return {k: v for k, v in asdict(s).items() if k not in STAGE2_KEYS}
+    return {k: v for k, v in asdict(s).items() if k not in LATER_STAGE_KEYS}
 
 def own_play(model_dir: str | os.PathLike, games: list, s: BaseSettings, seed: int = 0) -> list:
     "The trajectories of the model in `model_dir` on `games`, two episodes each at temperature 1 (window context)."
