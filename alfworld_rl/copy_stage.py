@@ -8,7 +8,7 @@ import json, os, random, time
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['object_token_ids', 'rename_objects', 'replies_with', 'train_copy_stage']
+__all__ = ['object_token_ids', 'rename_objects', 'replies_with', 'take_states', 'copy_rate', 'base_copy_rate', 'train_copy_stage']
 
 # %% ../nbs/59a_copy_stage.ipynb #1a1e42fc
 def object_token_ids(tokenizer) -> list[int]:
@@ -29,6 +29,43 @@ def rename_objects(row: tuple[list[int], list[int]], ids: list[int], rng: random
 def replies_with(rows: list, token_id: int) -> list:
     "The rows whose reply (the positions of the assistant mask) contains `token_id`."
     return [row for row in rows if any(m and t == token_id for t, m in zip(*row))]
+
+# %% ../nbs/59a_copy_stage.ipynb #5fef2fff
+def take_states(trajectories: list, max_states: int = 200) -> list[tuple[list[int], list[str]]]:
+    "(prompt tokens, objects of the admissible `take` commands) of the first `max_states` take-able states of `trajectories`."
+    states = []
+    for t in trajectories:
+        for step in t.steps:
+            commands = step.anchor_observation.rsplit("\n\n", 1)[-1].splitlines()   # anchor_state: text, then the commands
+            objects = sorted({c.split()[1] for c in commands if c.startswith("take ")})
+            if objects and step.prompt_tokens: states.append((list(step.prompt_tokens), objects))
+    return states[:max_states]
+
+def copy_rate(model, tokenizer, states: list[tuple[list[int], list[str]]]) -> dict:
+    "Mean P(command starts with `take`) and P(next word is an admissible take's object | `take`) of `model` over `states`."
+    import torch
+    from alfworld_rl.protocol import encode, format_tool_call
+    if not states: raise ValueError("copy_rate needs at least one state")
+    opening = encode(tokenizer, format_tool_call("\x00", "xml").split("\x00")[0])
+    take = encode(tokenizer, "take")
+    p_take, p_copy = [], []
+    with torch.no_grad():
+        for prompt, objects in states:
+            logits = model(torch.tensor([prompt + opening + take])).logits[0]
+            at_verb = torch.log_softmax(logits[len(prompt) + len(opening) - 1], -1)
+            p_take.append(at_verb[take[0]].exp().item())
+            at_object = torch.softmax(logits[-1], -1)
+            p_copy.append(at_object[[encode(tokenizer, " " + o)[0] for o in objects]].sum().item())
+    return {"p_take": round(sum(p_take) / len(p_take), 4), "p_copy_given_take": round(sum(p_copy) / len(p_copy), 4),
+            "states": len(states)}
+
+def base_copy_rate(model_dir: str | os.PathLike, states: list) -> float | None:
+    "`copy_rate`'s P(admissible take object | take) of the model in `model_dir` at `states` (None if there are none)."
+    import torch
+    from alfworld_rl.local_models import load_tokenizer, load_causal_lm
+    if not states: return None
+    model = load_causal_lm(str(model_dir), torch.device("cpu"), torch.float32)
+    return copy_rate(model, load_tokenizer(str(model_dir)), states)["p_copy_given_take"]
 
 # %% ../nbs/59a_copy_stage.ipynb #28a0f426
 def train_copy_stage(model_dir: str | os.PathLike, games: list, s, progress: bool = True,

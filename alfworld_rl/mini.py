@@ -50,6 +50,7 @@ MINI_EPISODES = {    # shared by SFT prompts, PPO rollouts and evaluation
 MINI_SFT = {         # behaviour cloning on searching-expert demonstrations
     "demos_per_game": DEMONSTRATIONS["demos_per_game"].but(default=4),
     "max_detours": DEMONSTRATIONS["max_detours"].but(default=2),
+    "rename_objects": DEMONSTRATIONS["rename_objects"].but(default=True),
     "sft_steps": _count(120, "SFT steps"),
     "sft_games_per_batch": _count(4, "games per SFT step"),
     "sft_learning_rate": _lr(3e-3, "SFT"),
@@ -162,7 +163,7 @@ def sft_config(s: MiniSettings, paths: MiniPaths, seed: int):
                      save_every=0, run_name=paths.sft_run(seed).name, output_dir=str(paths.runs), seed=seed,
                      swanlab_mode="disabled", max_episode_steps=s.max_episode_steps,
                      max_trajectory_tokens=s.max_trajectory_tokens, demos_per_game=s.demos_per_game,
-                     max_detours=s.max_detours, context=s.context, history_length=s.history_length, engine=s.engine)
+                     max_detours=s.max_detours, rename_objects=s.rename_objects, context=s.context, history_length=s.history_length, engine=s.engine)
 
 def ppo_config(s: MiniSettings, paths: MiniPaths, seed: int, init_state: str | None = None):
     "The `TrainConfig` of seed `seed`, starting from the weights of `init_state` (the SFT state)."

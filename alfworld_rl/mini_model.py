@@ -11,7 +11,7 @@ from pathlib import Path
 __all__ = ['MODEL_SIZE_KEYS', 'LATER_STAGE_KEYS', 'build_model', 'count_parameters', 'random_transcripts', 'window_turns',
            'turn_windows', 'masked_nll', 'learning_rate_at', 'train_rows', 'pretrain_base_model', 'plot_pretraining',
            'BaseSettings', 'stage1_settings', 'own_play', 'base_quality', 'build_stage1', 'build_base',
-           'load_base_info', 'cli_build_base_parser', 'cli_build_base', 'take_states', 'copy_rate', 'base_copy_rate']
+           'load_base_info', 'cli_build_base_parser', 'cli_build_base']
 
 # %% ../nbs/59_mini_model.ipynb #8a7e6207
 MODEL_SIZE_KEYS = ("hidden_size", "num_hidden_layers", "intermediate_size", "num_attention_heads",
@@ -317,6 +317,7 @@ def build_base(out: str | os.PathLike, s: BaseSettings | None = None, work_dir: 
     copy = train_copy_stage(tmp, games, s, progress) if s.copy_steps else None
     t3 = time.perf_counter()
     play = own_play(tmp, discover_games(data, "valid_seen"), s)
+    from alfworld_rl.copy_stage import base_copy_rate, take_states
     quality = base_quality(play) | {"take_copy_rate": base_copy_rate(tmp, take_states(play))}
     seconds = {"games": round(t1 - t0, 1), "random_play": first["seconds"]["random_play"],
                "pretraining": first["seconds"]["pretraining"], "stage1_reused": first["reused"],
@@ -367,40 +368,3 @@ def cli_build_base(args) -> int:
           f"take copy rate {q['take_copy_rate']}"
           + (" (stage 1 reused from --work-dir; its time is the one measured when it was built)" if sec["stage1_reused"] else ""))
     return 0
-
-# %% ../nbs/59_mini_model.ipynb #5fef2fff
-def take_states(trajectories: list, max_states: int = 200) -> list[tuple[list[int], list[str]]]:
-    "(prompt tokens, objects of the admissible `take` commands) of the first `max_states` take-able states of `trajectories`."
-    states = []
-    for t in trajectories:
-        for step in t.steps:
-            commands = step.anchor_observation.rsplit("\n\n", 1)[-1].splitlines()   # anchor_state: text, then the commands
-            objects = sorted({c.split()[1] for c in commands if c.startswith("take ")})
-            if objects and step.prompt_tokens: states.append((list(step.prompt_tokens), objects))
-    return states[:max_states]
-
-def copy_rate(model, tokenizer, states: list[tuple[list[int], list[str]]]) -> dict:
-    "Mean P(command starts with `take`) and P(next word is an admissible take's object | `take`) of `model` over `states`."
-    import torch
-    from alfworld_rl.protocol import encode, format_tool_call
-    if not states: raise ValueError("copy_rate needs at least one state")
-    opening = encode(tokenizer, format_tool_call("\x00", "xml").split("\x00")[0])
-    take = encode(tokenizer, "take")
-    p_take, p_copy = [], []
-    with torch.no_grad():
-        for prompt, objects in states:
-            logits = model(torch.tensor([prompt + opening + take])).logits[0]
-            at_verb = torch.log_softmax(logits[len(prompt) + len(opening) - 1], -1)
-            p_take.append(at_verb[take[0]].exp().item())
-            at_object = torch.softmax(logits[-1], -1)
-            p_copy.append(at_object[[encode(tokenizer, " " + o)[0] for o in objects]].sum().item())
-    return {"p_take": round(sum(p_take) / len(p_take), 4), "p_copy_given_take": round(sum(p_copy) / len(p_copy), 4),
-            "states": len(states)}
-
-def base_copy_rate(model_dir: str | os.PathLike, states: list) -> float | None:
-    "`copy_rate`'s P(admissible take object | take) of the model in `model_dir` at `states` (None if there are none)."
-    import torch
-    from alfworld_rl.local_models import load_tokenizer, load_causal_lm
-    if not states: return None
-    model = load_causal_lm(str(model_dir), torch.device("cpu"), torch.float32)
-    return copy_rate(model, load_tokenizer(str(model_dir)), states)["p_copy_given_take"]

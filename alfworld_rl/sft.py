@@ -4,7 +4,7 @@
 
 # %% ../nbs/41_sft.ipynb #73021b4e
 from __future__ import annotations
-import dataclasses, json, os, sys, time
+import dataclasses, json, os, random, sys, time
 from dataclasses import dataclass, asdict, fields
 from pathlib import Path
 from types import SimpleNamespace
@@ -16,14 +16,16 @@ from .settings import (Setting, configuration, pick, integer, flag, check_settin
 
 # %% auto #0
 __all__ = ['DEMONSTRATIONS', 'PROMPTS', 'SFTConfig', 'validate_sft_config', 'expert_rollout_config', 'expert_trajectories',
-           'sft_datum', 'sft_datums', 'sft_token_counts', 'SFTRun', 'sft', 'add_sft_arguments', 'resolve_sft_config',
-           'run_sft_report', 'cli_sft_parser', 'cli_sft']
+           'sft_datum', 'sft_rows', 'row_datum', 'sft_datums', 'sft_token_counts', 'SFTRun', 'sft', 'add_sft_arguments',
+           'resolve_sft_config', 'run_sft_report', 'cli_sft_parser', 'cli_sft']
 
 # %% ../nbs/41_sft.ipynb #c1553d23
 DEMONSTRATIONS = {
     "demos_per_game": Setting(int, 1, "demonstrations per training game (they differ only when --max-detours > 0)", integer(1)),
     "max_detours": Setting(int, 0, "receptacles a demonstration may search before the walkthrough (0: the bare walkthrough)",
                            integer(0)),
+    "rename_objects": Setting(bool, False, "permute the one-token object names afresh in every demonstration at every step "
+                              "(prompt and reply alike), so cloning teaches copying names rather than memorising them"),
 }
 PROMPTS = pick(ROLLOUT, "seed", "max_episode_steps", "max_trajectory_tokens", "include_admissible_actions", "context",
                "history_length", "engine")
@@ -93,14 +95,22 @@ def sft_datum(traj):
     return pytrio.Datum(model_input=pytrio.ModelInput.from_ints(tokens[:-1]),
                         loss_fn_inputs={"target_tokens": np.asarray(tokens[1:], dtype=np.int64), "weights": weights})
 
-def sft_datums(traj) -> list:
-    "The datums of one demonstration: the conversation (full context) or one per turn, its own prompt + reply (window)."
-    if getattr(traj, "context", "full") != "window": return [sft_datum(traj)]
-    out = []
+def sft_rows(traj) -> list[tuple[list[int], list[int]]]:
+    "The (tokens, assistant mask) rows of one demonstration: the conversation (full context) or one per turn (window)."
+    if getattr(traj, "context", "full") != "window": return [(list(traj.tokens), list(traj.assistant_mask))]
+    rows = []
     for s in traj.steps:
         prompt, reply = list(s.prompt_tokens), list(s.completion_tokens)
-        out.append(sft_datum(SimpleNamespace(tokens=prompt + reply, assistant_mask=[False] * len(prompt) + [True] * len(reply))))
-    return out
+        rows.append((prompt + reply, [False] * len(prompt) + [True] * len(reply)))
+    return rows
+
+def row_datum(row: tuple[list[int], list[int]]):
+    "The cross-entropy datum of one (tokens, assistant mask) row."
+    return sft_datum(SimpleNamespace(tokens=row[0], assistant_mask=row[1]))
+
+def sft_datums(traj) -> list:
+    "The datums of one demonstration: the conversation (full context) or one per turn, its own prompt + reply (window)."
+    return [row_datum(row) for row in sft_rows(traj)]
 
 def sft_token_counts(datums: list) -> dict[str, int]:
     "Number of datums, input tokens and loss tokens (positions with weight 1)."
@@ -152,8 +162,12 @@ class SFTRun:
         if self.demos is None:
             self.demos = expert_trajectories(load_training_games(c), self.tokenizer, c, self.progress)
         self._write_demonstrations()
-        self.datums = {}                                    # game id -> the datums of its demonstrations
-        for t in self.demos: self.datums.setdefault(t.game.id, []).extend(sft_datums(t))
+        self.rows, self.datums = {}, {}                     # game id -> the rows / datums of its demonstrations
+        for t in self.demos:
+            self.rows.setdefault(t.game.id, []).extend(sft_rows(t))
+            self.datums.setdefault(t.game.id, []).extend(sft_datums(t))
+        from alfworld_rl.copy_stage import object_token_ids
+        self.object_ids = object_token_ids(self.tokenizer) if c.rename_objects else []
         games = list({t.game.id: t.game for t in self.demos}.values())
         self.batches = GameBatches(games, c.games_per_batch, seed=c.seed)
         self.swan = SwanLabLog(c)
@@ -176,12 +190,20 @@ class SFTRun:
             for t in self.demos: f.write(json.dumps(t.to_record(), ensure_ascii=False) + "\n")
         os.replace(tmp, path)
 
+    def batch_datums(self, step: int) -> list:
+        "The datums of step `step`: its games' demonstrations, each row renamed afresh under `--rename-objects`."
+        games = self.batches[step - 1]
+        if not self.config.rename_objects: return [d for g in games for d in self.datums[g.id]]
+        from alfworld_rl.copy_stage import rename_objects
+        rng = random.Random(self.config.seed * 1_000_003 + step)   # the same permutations again on resume
+        return [row_datum(rename_objects(row, self.object_ids, rng)) for g in games for row in self.rows[g.id]]
+
     def train_step(self) -> dict:
         "One cross-entropy `forward_backward` over the next batch and one Adam step; returns the metrics record."
         import pytrio
         c, step, t0 = self.config, self.step + 1, time.perf_counter()
         games = self.batches[step - 1]
-        datums = [d for g in games for d in self.datums[g.id]]
+        datums = self.batch_datums(step)
         fb = self.tc.forward_backward(datums, "cross_entropy")
         opt = self.tc.optim_step(pytrio.AdamParams(learning_rate=c.learning_rate, beta1=c.adam_beta1, beta2=c.adam_beta2,
                                                    eps=c.adam_eps, weight_decay=c.weight_decay, grad_clip_norm=c.grad_clip))
