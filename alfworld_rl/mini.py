@@ -51,7 +51,7 @@ MINI_SFT = {         # behaviour cloning on searching-expert demonstrations
     "demos_per_game": DEMONSTRATIONS["demos_per_game"].but(default=4),
     "max_detours": DEMONSTRATIONS["max_detours"].but(default=2),
     "rename_objects": DEMONSTRATIONS["rename_objects"].but(default=True),
-    "sft_steps": _count(120, "SFT steps"),
+    "sft_steps": _count(60, "SFT steps"),
     "sft_games_per_batch": _count(4, "games per SFT step"),
     "sft_learning_rate": _lr(3e-3, "SFT"),
 }
@@ -59,7 +59,7 @@ MINI_PPO = {
     "ppo_steps": _count(10, "PPO updates"),
     "ppo_games_per_batch": _count(4, "games per PPO update"),
     "group_size": ROLLOUT["group_size"].but(rule=integer(2, note="a group needs two branches to compare")),
-    "ppo_learning_rate": _lr(1e-4, "PPO"),
+    "ppo_learning_rate": _lr(5e-4, "PPO"),
     "ppo_epochs": PPO["ppo_epochs"],
     "ppo_minibatches": PPO["ppo_minibatches"],
     "temperature": _rate(1.0, "sampling temperature of the PPO rollouts"),
