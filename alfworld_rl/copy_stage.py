@@ -18,13 +18,14 @@ def object_token_ids(tokenizer) -> list[int]:
     encoded = (tokenizer.encode(" " + name, add_special_tokens=False) for name in names)
     return sorted({ids[0] for ids in encoded if len(ids) == 1})
 
-def rename_objects(row: tuple[list[int], list[int]], ids: list[int], rng: random.Random) -> tuple[list[int], list[int]]:
-    "`row` (tokens, mask) with the object names in `ids` permuted by one random bijection, prompt and reply alike."
+def rename_objects(row: tuple[list[int], list[int]], ids: list[int], rng: random.Random,
+                   start: int = 0) -> tuple[list[int], list[int]]:
+    "`row` (tokens, mask) with the object names in `ids` from position `start` on permuted by one random bijection."
     tokens, mask = row
     shuffled = list(ids)
     rng.shuffle(shuffled)
     new_name = dict(zip(ids, shuffled))
-    return [new_name.get(t, t) for t in tokens], list(mask)
+    return list(tokens[:start]) + [new_name.get(t, t) for t in tokens[start:]], list(mask)
 
 def replies_with(rows: list, token_id: int) -> list:
     "The rows whose reply (the positions of the assistant mask) contains `token_id`."

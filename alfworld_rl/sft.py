@@ -167,7 +167,10 @@ class SFTRun:
             self.rows.setdefault(t.game.id, []).extend(sft_rows(t))
             self.datums.setdefault(t.game.id, []).extend(sft_datums(t))
         from alfworld_rl.copy_stage import object_token_ids
+        from alfworld_rl.local_trainer import common_prefix_length
         self.object_ids = object_token_ids(self.tokenizer) if c.rename_objects else []
+        # the prefix every row shares (system prompt, tool description) keeps its names, so the trainer still shares it
+        self.shared_prefix = common_prefix_length([r[0] for rs in self.rows.values() for r in rs]) if c.rename_objects else 0
         games = list({t.game.id: t.game for t in self.demos}.values())
         self.batches = GameBatches(games, c.games_per_batch, seed=c.seed)
         self.swan = SwanLabLog(c)
@@ -196,7 +199,7 @@ class SFTRun:
         if not self.config.rename_objects: return [d for g in games for d in self.datums[g.id]]
         from alfworld_rl.copy_stage import rename_objects
         rng = random.Random(self.config.seed * 1_000_003 + step)   # the same permutations again on resume
-        return [row_datum(rename_objects(row, self.object_ids, rng)) for g in games for row in self.rows[g.id]]
+        return [row_datum(rename_objects(row, self.object_ids, rng, self.shared_prefix)) for g in games for row in self.rows[g.id]]
 
     def train_step(self) -> dict:
         "One cross-entropy `forward_backward` over the next batch and one Adam step; returns the metrics record."
