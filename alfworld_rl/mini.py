@@ -163,7 +163,8 @@ def sft_config(s: MiniSettings, paths: MiniPaths, seed: int):
                      save_every=0, run_name=paths.sft_run(seed).name, output_dir=str(paths.runs), seed=seed,
                      swanlab_mode="disabled", max_episode_steps=s.max_episode_steps,
                      max_trajectory_tokens=s.max_trajectory_tokens, demos_per_game=s.demos_per_game,
-                     max_detours=s.max_detours, rename_objects=s.rename_objects, context=s.context, history_length=s.history_length, engine=s.engine)
+                     max_detours=s.max_detours, rename_objects=s.rename_objects, context=s.context,
+                     history_length=s.history_length, engine=s.engine)
 
 def ppo_config(s: MiniSettings, paths: MiniPaths, seed: int, init_state: str | None = None):
     "The `TrainConfig` of seed `seed`, starting from the weights of `init_state` (the SFT state)."

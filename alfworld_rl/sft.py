@@ -24,8 +24,9 @@ DEMONSTRATIONS = {
     "demos_per_game": Setting(int, 1, "demonstrations per training game (they differ only when --max-detours > 0)", integer(1)),
     "max_detours": Setting(int, 0, "receptacles a demonstration may search before the walkthrough (0: the bare walkthrough)",
                            integer(0)),
-    "rename_objects": Setting(bool, False, "permute the one-token object names afresh in every demonstration at every step "
-                              "(prompt and reply alike), so cloning teaches copying names rather than memorising them"),
+    "rename_objects": Setting(bool, False, "permute the one-token object names afresh in every demonstration row at every "
+                              "step (prompt and reply alike, after the prefix all rows share), so cloning teaches copying "
+                              "names rather than memorising them"),
 }
 PROMPTS = pick(ROLLOUT, "seed", "max_episode_steps", "max_trajectory_tokens", "include_admissible_actions", "context",
                "history_length", "engine")
@@ -166,11 +167,13 @@ class SFTRun:
         for t in self.demos:
             self.rows.setdefault(t.game.id, []).extend(sft_rows(t))
             self.datums.setdefault(t.game.id, []).extend(sft_datums(t))
-        from alfworld_rl.copy_stage import object_token_ids
-        from alfworld_rl.local_trainer import common_prefix_length
-        self.object_ids = object_token_ids(self.tokenizer) if c.rename_objects else []
-        # the prefix every row shares (system prompt, tool description) keeps its names, so the trainer still shares it
-        self.shared_prefix = common_prefix_length([r[0] for rs in self.rows.values() for r in rs]) if c.rename_objects else 0
+        self.object_ids, self.shared_prefix = [], 0
+        if c.rename_objects:
+            from alfworld_rl.copy_stage import object_token_ids
+            from alfworld_rl.local_trainer import common_prefix_length
+            self.object_ids = object_token_ids(self.tokenizer)
+            # the prefix every row shares (system prompt, tool description) keeps its names, so the trainer still shares it
+            self.shared_prefix = common_prefix_length([r[0] for rs in self.rows.values() for r in rs])
         games = list({t.game.id: t.game for t in self.demos}.values())
         self.batches = GameBatches(games, c.games_per_batch, seed=c.seed)
         self.swan = SwanLabLog(c)
