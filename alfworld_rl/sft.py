@@ -163,10 +163,9 @@ class SFTRun:
         if self.demos is None:
             self.demos = expert_trajectories(load_training_games(c), self.tokenizer, c, self.progress)
         self._write_demonstrations()
-        self.rows, self.datums = {}, {}                     # game id -> the rows / datums of its demonstrations
-        for t in self.demos:
-            self.rows.setdefault(t.game.id, []).extend(sft_rows(t))
-            self.datums.setdefault(t.game.id, []).extend(sft_datums(t))
+        self.rows = {}                                      # game id -> the (tokens, mask) rows of its demonstrations
+        for t in self.demos: self.rows.setdefault(t.game.id, []).extend(sft_rows(t))
+        self.datums = {gid: [row_datum(r) for r in rows] for gid, rows in self.rows.items()}
         self.object_ids, self.shared_prefix = [], 0
         if c.rename_objects:
             from alfworld_rl.copy_stage import object_token_ids
