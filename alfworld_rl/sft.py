@@ -16,7 +16,7 @@ from .settings import (Setting, configuration, pick, integer, flag, check_settin
 
 # %% auto #0
 __all__ = ['DEMONSTRATIONS', 'PROMPTS', 'SFTConfig', 'validate_sft_config', 'expert_rollout_config', 'expert_trajectories',
-           'sft_datum', 'sft_rows', 'row_datum', 'sft_datums', 'sft_token_counts', 'SFTRun', 'sft', 'add_sft_arguments',
+           'sft_datum', 'sft_rows', 'row_datum', 'sft_token_counts', 'SFTRun', 'sft', 'add_sft_arguments',
            'resolve_sft_config', 'run_sft_report', 'cli_sft_parser', 'cli_sft']
 
 # %% ../nbs/41_sft.ipynb #c1553d23
@@ -108,10 +108,6 @@ def sft_rows(traj) -> list[tuple[list[int], list[int]]]:
 def row_datum(row: tuple[list[int], list[int]]):
     "The cross-entropy datum of one (tokens, assistant mask) row."
     return sft_datum(SimpleNamespace(tokens=row[0], assistant_mask=row[1]))
-
-def sft_datums(traj) -> list:
-    "The datums of one demonstration: the conversation (full context) or one per turn, its own prompt + reply (window)."
-    return [row_datum(row) for row in sft_rows(traj)]
 
 def sft_token_counts(datums: list) -> dict[str, int]:
     "Number of datums, input tokens and loss tokens (positions with weight 1)."
