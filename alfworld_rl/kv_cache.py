@@ -41,28 +41,28 @@ def _padded_cat(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 # %% ../nbs/21b_kv_cache.ipynb #4b1c0e7a
 @dataclass
 class _Running:
-    "Rows decoded together: their batch cache, attention mask [B, L], next positions [B], next-token logits [B, V]."
+    "Rows decoded together: their batch cache, attention mask [B, L], next positions [B], last hidden states [B, H]."
     rows: list = field(default_factory=list)
     cache: object = None
     mask: torch.Tensor | None = None
     pos: torch.Tensor | None = None
-    logits: torch.Tensor | None = None
+    hidden: torch.Tensor | None = None
     temp: torch.Tensor | None = None
     top_k: torch.Tensor | None = None
     top_p: torch.Tensor | None = None
 
     def clear(self) -> None:
         "Forget every row."
-        self.rows, self.cache, self.mask, self.pos, self.logits, self.temp, self.top_k, self.top_p = [], *[None] * 7
+        self.rows, self.cache, self.mask, self.pos, self.hidden, self.temp, self.top_k, self.top_p = [], *[None] * 7
 
-def _merge(run: _Running, rows: list, cache, mask: torch.Tensor, pos: torch.Tensor, logits: torch.Tensor) -> None:
-    "Add `rows` (the engine's `_Row`s, with their batch `cache`, `mask`, next positions `pos`, next-token `logits`) to `run`."
-    dev = logits.device
+def _merge(run: _Running, rows: list, cache, mask: torch.Tensor, pos: torch.Tensor, hidden: torch.Tensor) -> None:
+    "Add `rows` (the engine's `_Row`s, with their batch `cache`, `mask`, next positions `pos`, last `hidden` states) to `run`."
+    dev = hidden.device
     temp = torch.tensor([float(r.req.params.temperature) for r in rows], device=dev)
     top_k = torch.tensor([int(r.req.params.top_k) for r in rows], device=dev)
     top_p = torch.tensor([float(r.req.params.top_p) for r in rows], device=dev)
     if not run.rows:
-        run.rows, run.cache, run.mask, run.pos, run.logits = list(rows), cache, mask, pos, logits
+        run.rows, run.cache, run.mask, run.pos, run.hidden = list(rows), cache, mask, pos, hidden
         run.temp, run.top_k, run.top_p = temp, top_k, top_p
         return
     F = torch.nn.functional
@@ -71,7 +71,7 @@ def _merge(run: _Running, rows: list, cache, mask: torch.Tensor, pos: torch.Tens
     for old, new in zip(run.cache.layers, cache.layers):
         old.keys, old.values = _padded_cat(old.keys, new.keys), _padded_cat(old.values, new.values)
     run.mask = torch.cat([F.pad(run.mask, (L - a, 0)), F.pad(mask, (L - b, 0))])
-    run.pos, run.logits = torch.cat([run.pos, pos]), torch.cat([run.logits, logits])
+    run.pos, run.hidden = torch.cat([run.pos, pos]), torch.cat([run.hidden, hidden])
     run.temp, run.top_k, run.top_p = torch.cat([run.temp, temp]), torch.cat([run.top_k, top_k]), torch.cat([run.top_p, top_p])
     run.rows += rows
 
@@ -81,7 +81,7 @@ def _select(run: _Running, keep: list[int]) -> None:
     mask = run.mask[idx]
     trim = int((mask.cumsum(1) == 0).sum(1).min())
     _select_rows(run.cache, idx, trim)
-    run.mask, run.pos, run.logits = mask[:, trim:], run.pos[idx], run.logits[idx]
+    run.mask, run.pos, run.hidden = mask[:, trim:], run.pos[idx], run.hidden[idx]
     run.temp, run.top_k, run.top_p = run.temp[idx], run.top_k[idx], run.top_p[idx]
     run.rows = [run.rows[i] for i in keep]
 
@@ -91,7 +91,7 @@ class _KVCacheOps:
 
 # %% ../nbs/21b_kv_cache.ipynb #7daac236
 def _prefill(self, tokens: list[int], want_prompt: bool, topk: int = 0):
-    "KV cache, last logits [V], prompt logprobs and top-k prompt logprobs of `tokens` (batch 1)."
+    "KV cache, last hidden state [H], prompt logprobs and top-k prompt logprobs of `tokens` (batch 1)."
     from transformers import DynamicCache
     cache, start = None, 0
     if not want_prompt: cache, start = self._reuse_prefix(tokens)
@@ -101,11 +101,10 @@ def _prefill(self, tokens: list[int], want_prompt: bool, topk: int = 0):
     n = len(tokens)
     for s in range(start, n, self.prefill_chunk):
         e = min(n, s + self.prefill_chunk)
-        out = self._forward(ids[:, s:e], cache, logits_to_keep=0 if want_prompt else 1)
-        logits = out.logits[0].float()
-        last = logits[-1]
+        hidden = self._hidden(ids[:, s:e], cache)[0]
+        last = hidden[-1]
         if want_prompt:
-            lp = logits.log_softmax(-1)[: n - 1 - s if e == n else None]
+            lp = self._logits(hidden).log_softmax(-1)[: n - 1 - s if e == n else None]
             targets = ids[0, s + 1 : s + 1 + lp.shape[0]]
             prompt_lps += lp.gather(1, targets[:, None])[:, 0].tolist()
             if topk:
@@ -185,7 +184,7 @@ def _suffix_groups(lengths: list[int]) -> list[list[int]]:
     return groups + [cur] if cur else groups
 
 def _prefill_batch(self, prompts: list[list[int]], found: list) -> tuple:
-    "Cache, mask [B, P+S], next positions [B] and last logits [B, V] of `prompts`, each after its stored prefix in `found`."
+    "Cache, mask [B, P+S], next positions [B] and last hidden states [B, H] of `prompts`, each after its stored prefix in `found`."
     from transformers import DynamicCache
     F = torch.nn.functional
     B, dev = len(prompts), self.device
@@ -209,7 +208,7 @@ def _prefill_batch(self, prompts: list[list[int]], found: list) -> tuple:
     width = max(1, self.prefill_chunk // B)
     for c in range(0, S, width):
         e = min(S, c + width)
-        out = self._forward(ids[:, c:e], cache, attention_mask=mask[:, :P + e], position_ids=pos[:, c:e], logits_to_keep=1)
-    return cache, mask, torch.tensor([len(p) for p in prompts], device=dev), out.logits[:, -1].float()
+        hidden = self._hidden(ids[:, c:e], cache, attention_mask=mask[:, :P + e], position_ids=pos[:, c:e])
+    return cache, mask, torch.tensor([len(p) for p in prompts], device=dev), hidden[:, -1]
 
 _KVCacheOps._prefill_batch = _prefill_batch

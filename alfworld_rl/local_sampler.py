@@ -79,8 +79,10 @@ class _Engine(_KVCacheOps):
         self.prefix_ids = {}                            # stored sequence -> its token ids as a tensor (for matching)
         self.max_batch_rows, self.batch_window_s, self.prefill_chunk = max_batch_rows, batch_window_s, prefill_chunk
         self.device = next(model.parameters()).device
-        self.vocab = model.get_output_embeddings().weight.shape[0]
-        self.cache_arg = _cache_arg(model)
+        lm = model.get_base_model() if hasattr(model, "get_base_model") else model      # a peft wrapper, unwrapped
+        self.backbone, self.head = getattr(lm, lm.base_model_prefix), model.get_output_embeddings()
+        self.vocab = self.head.weight.shape[0]
+        self.cache_arg = _cache_arg(self.backbone)
         ids = set()
         gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
         for i in ([gen_eos] if isinstance(gen_eos, int) else (gen_eos or [])) + [tokenizer.eos_token_id]:
@@ -181,9 +183,13 @@ class _Engine(_KVCacheOps):
             _resolve(row.req.future, error=error)
         run.clear()
 
-    def _forward(self, ids, cache, **kw):
-        "One forward pass that extends `cache`."
-        return self.model(input_ids=ids, use_cache=True, **{self.cache_arg: cache}, **kw)
+    def _hidden(self, ids, cache, **kw) -> torch.Tensor:
+        "Final hidden states [B, n, H] of one pass of the decoder stack (no head) over `ids` [B, n] that extends `cache`."
+        return self.backbone(input_ids=ids, use_cache=True, **{self.cache_arg: cache}, **kw).last_hidden_state
+
+    def _logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        "The output head's logits (float32) of `hidden` [..., H]."
+        return self.head(hidden).float()
 
 @atexit.register
 def _stop_live_engines() -> None:
@@ -212,7 +218,7 @@ def _admit(self, reqs: list[_Request]) -> None:
     if not _stackable(DynamicCache(config=self.model.config)):
         for req in samples: self._serve_alone(req)
         return
-    parts = []                                        # (requests, cache, mask, pos, logits), one batch row per request
+    parts = []                                        # (requests, cache, mask, pos, hidden), one batch row per request
     alone = [r for r in samples if not self.continuous or r.prompt_logprobs or r.topk_prompt_logprobs > 0]
     for req in alone:
         want = req.prompt_logprobs or req.topk_prompt_logprobs > 0
@@ -224,17 +230,17 @@ def _admit(self, reqs: list[_Request]) -> None:
     together = [r for r in samples if id(r) not in alone_ids]
     found = [self._take_prefix(r.prompt) for r in together]
     for group in _suffix_groups([len(r.prompt) - n for r, (_, n) in zip(together, found)]):
-        cache, mask, pos, logits = self._prefill_batch([together[i].prompt for i in group], [found[i] for i in group])
-        parts.append(([(together[i], [None], [None]) for i in group], cache, mask, pos, logits))
-    for entries, cache, mask, pos, logits in parts:
+        cache, mask, pos, hidden = self._prefill_batch([together[i].prompt for i in group], [found[i] for i in group])
+        parts.append(([(together[i], [None], [None]) for i in group], cache, mask, pos, hidden))
+    for entries, cache, mask, pos, hidden in parts:
         rows, index = [], []
         for b, (req, plps, topks) in enumerate(entries):
             rows += self._rows_of(req, plps, topks); index += [b] * req.num_samples
         if len(index) != len(entries):                # several samples of one prompt: one cache row each
             idx = torch.tensor(index, device=self.device)
             for layer in cache.layers: layer.keys, layer.values = layer.keys[idx], layer.values[idx]
-            mask, pos, logits = mask[idx], pos[idx], logits[idx]
-        _merge(self.running, rows, cache, mask, pos, logits)
+            mask, pos, hidden = mask[idx], pos[idx], hidden[idx]
+        _merge(self.running, rows, cache, mask, pos, hidden)
 
 def _serve_alone(self, req: _Request) -> None:
     "Serve sample request `req` by itself, one row after another, each from its own copy of the prompt's cache."
@@ -281,7 +287,7 @@ def _step(self, run: _Running) -> None:
     if self.closed.is_set(): raise SamplerClosed("the sampling client was closed while it was decoding")
     dev = self.device
     u = torch.cat([torch.rand(1, generator=r.gen, device=dev) for r in run.rows])
-    toks, lps = choose_tokens_and_logprobs(run.logits, run.temp, run.top_k, run.top_p, u)
+    toks, lps = choose_tokens_and_logprobs(self._logits(run.hidden), run.temp, run.top_k, run.top_p, u)
     keep, stackable = [], _stackable(run.cache)
     for i, (r, t, lp) in enumerate(zip(run.rows, toks.tolist(), lps.tolist())):
         r.tokens.append(t); r.logprobs.append(lp)
@@ -299,8 +305,8 @@ def _step(self, run: _Running) -> None:
         _select(run, keep)
         toks = toks[torch.tensor(keep, device=dev)]
     run.mask = torch.cat([run.mask, torch.ones(len(run.rows), 1, dtype=run.mask.dtype, device=dev)], 1)
-    out = self._forward(toks[:, None], run.cache, attention_mask=run.mask, position_ids=run.pos[:, None])
-    run.logits, run.pos = out.logits[:, -1].float(), run.pos + 1
+    hidden = self._hidden(toks[:, None], run.cache, attention_mask=run.mask, position_ids=run.pos[:, None])
+    run.hidden, run.pos = hidden[:, -1], run.pos + 1
 
 _Engine._finished, _Engine._row_done, _Engine._step = _finished, _row_done, _step
 

@@ -394,10 +394,10 @@ def test_batched_prefill_equals_single_prefill(svc, tok, prompt):
         found = [engine._take_prefix(p) for p in prompts]
         assert [n for _, n in found] == [18, 36, 53, 60, 40]          # whole, part of 40, part of 60, whole, whole
         assert list(engine.prefix_cache) == []
-        cache, mask, pos, logits = engine._prefill_batch(prompts, found)
+        cache, mask, pos, hidden = engine._prefill_batch(prompts, found)
         assert pos.tolist() == [len(p) for p in prompts]
         assert mask.sum(1).tolist() == [len(p) for p in prompts]
-        torch.testing.assert_close(logits, torch.stack(singles), atol=1e-4, rtol=0)
+        torch.testing.assert_close(engine._logits(hidden), engine._logits(torch.stack(singles)), atol=1e-4, rtol=0)
 
 
 def test_gradient_checkpointing_gives_the_same_loss_and_gradients(svc, base_sampler, prompt):
@@ -521,3 +521,31 @@ def test_a_sampler_leaves_other_threads_their_thread_count(svc):
         assert count_of_a_new_thread() == 2 and torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(original)
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen3.5"])
+def test_sampler_logprobs_match_the_model_on_other_families(tok, prompt, family):
+    """The engine runs the decoder stack and the head as two calls; for Llama (stacked batch cache) and Qwen3.5
+    (linear-attention layers: each request served alone) the sampled tokens' logprobs, with two rows sharing a prompt
+    and a late request joining them, equal those of one full forward pass of the model over prompt + completion."""
+    from transformers import LlamaConfig, LlamaForCausalLM, Qwen3_5ForCausalLM, Qwen3_5TextConfig
+    from alfworld_rl.local_sampler import LocalSamplingClient
+    size = dict(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, head_dim=16)
+    torch.manual_seed(0)
+    model = (LlamaForCausalLM(LlamaConfig(**size)) if family == "llama" else
+             Qwen3_5ForCausalLM(Qwen3_5TextConfig(**size, layer_types=["linear_attention", "full_attention"]))).eval()
+
+    async def both(sc):
+        first = sc.sample_async(ModelInput.from_ints(prompt), 2, SamplingParams(max_tokens=8, seed=1, stop=[]))
+        await asyncio.sleep(0.01)
+        late = sc.sample_async(ModelInput.from_ints(prompt[:30]), 1, SamplingParams(max_tokens=8, seed=2, stop=[]))
+        return await asyncio.gather(first, late)
+    with LocalSamplingClient(model, tok, family) as sc:
+        responses = asyncio.run(both(sc))
+    for p, res in zip((prompt, prompt[:30]), responses):
+        for s in res.sequences:
+            assert len(s.tokens) == 8
+            with torch.no_grad(): ref = model(torch.tensor([p + s.tokens])).logits[0, len(p) - 1:-1].float().log_softmax(-1)
+            want = ref.gather(1, torch.tensor(s.tokens)[:, None])[:, 0]
+            torch.testing.assert_close(torch.tensor(s.logprobs), want, atol=1e-4, rtol=0)
