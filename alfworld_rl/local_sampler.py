@@ -81,6 +81,10 @@ class _Engine(_KVCacheOps):
         self.device = next(model.parameters()).device
         lm = model.get_base_model() if hasattr(model, "get_base_model") else model      # a peft wrapper, unwrapped
         self.backbone, self.head = getattr(lm, lm.base_model_prefix), model.get_output_embeddings()
+        for name in ("final_logit_softcapping", "logit_scale"):        # the head is applied here, nothing after it
+            if getattr(getattr(model, "config", None), name, None) is not None:
+                raise ValueError(f"the local sampler computes logits as the head of the last hidden state and does not "
+                                 f"apply {type(model).__name__}'s {name}; this model family is not supported")
         self.vocab = self.head.weight.shape[0]
         self.cache_arg = _cache_arg(self.backbone)
         ids = set()

@@ -549,3 +549,13 @@ def test_sampler_logprobs_match_the_model_on_other_families(tok, prompt, family)
             with torch.no_grad(): ref = model(torch.tensor([p + s.tokens])).logits[0, len(p) - 1:-1].float().log_softmax(-1)
             want = ref.gather(1, torch.tensor(s.tokens)[:, None])[:, 0]
             torch.testing.assert_close(torch.tensor(s.logprobs), want, atol=1e-4, rtol=0)
+
+
+def test_sampler_refuses_a_model_that_changes_its_logits_after_the_head(tok):
+    "Gemma 2 caps its logits after the head; the sampler, which applies the head itself, says it cannot serve it."
+    from transformers import Gemma2Config, Gemma2ForCausalLM
+    from alfworld_rl.local_sampler import LocalSamplingClient
+    model = Gemma2ForCausalLM(Gemma2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                           num_attention_heads=2, num_key_value_heads=1, head_dim=16))
+    assert model.config.final_logit_softcapping is not None
+    with pytest.raises(ValueError, match="final_logit_softcapping"): LocalSamplingClient(model, tok, "gemma2")
