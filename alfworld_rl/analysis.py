@@ -4,7 +4,7 @@
 
 # %% ../nbs/51_analysis.ipynb #f29c81ef
 from __future__ import annotations
-import json, os, textwrap
+import json, os, re, textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,8 +13,8 @@ from .core import UserError, read_jsonl
 # %% auto #0
 __all__ = ['DEFAULT_EVAL_FILES', 'DEFAULT_FIGURE', 'DEFAULT_TASK_FIGURE', 'ACTION_VERBS', 'INVALID_CALL', 'EvalSummary',
            'load_summary', 'write_summary_file', 'check_consistent', 'comparison_table', 'task_table', 'action_verb',
-           'action_counts', 'action_table', 'plot_checkpoints', 'plot_task_types', 'parse_eval_files', 'load_summaries',
-           'cli_analyze_parser', 'cli_analyze']
+           'action_counts', 'action_table', 'task_object', 'take_decisions', 'take_table', 'plot_checkpoints',
+           'plot_task_types', 'parse_eval_files', 'load_summaries', 'cli_analyze_parser', 'cli_analyze']
 
 # %% ../nbs/51_analysis.ipynb #0db32c0f
 DEFAULT_EVAL_FILES = {
@@ -191,6 +191,50 @@ def action_table(files: dict[str, str | os.PathLike]) -> str:
             cells.append(f"{100 * n / totals[label]:.0f}% / {100 * ok / n:.0f}%" if n else "-")
         lines.append(f"| {verb} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+# %% ../nbs/51_analysis.ipynb #a927ff34
+_TASK_OBJECT = re.compile(r"your task is to: (?:(?:put|place) (?:a |an |some |two )?(?:clean |hot |cool |cold )?(\S+) (?:in|on)"
+                          r"|(?:clean|heat|cool|find) (?:a |an |some |two )?(\S+) (?:and|in|on)"
+                          r"|examine (?:the |a |an )?(\S+) with|look at (?:the |a |an )?(\S+) under)")
+
+def task_object(task: str) -> str | None:
+    "The object word the task sentence names (`put a mug in ...` -> `mug`), or None for a phrasing it does not know."
+    m = _TASK_OBJECT.search(task.lower())
+    return next((g for g in m.groups() if g), None) if m else None
+
+def take_decisions(path: str | os.PathLike) -> dict[str, int]:
+    """Steps before the first successful pick-up, over an evaluation file: `in_view` (the task's object is in the last
+    observation), `took_it` (the agent then took it), `not_in_view`, `tried_take` (it tried a `take` anyway)."""
+    counts = dict(in_view=0, took_it=0, not_in_view=0, tried_take=0)
+    for record in read_jsonl(path):
+        if record.get("type") != "trajectory" or not (obj := task_object(record.get("task") or "")): continue
+        seen = re.compile(rf"\b{re.escape(obj)} \d+\b")
+        last = ""
+        for step in record["steps"]:
+            action = (step.get("action") or "") if step.get("valid_format", True) else ""
+            take = action.startswith("take ")
+            if seen.search(last):
+                counts["in_view"] += 1
+                counts["took_it"] += take and seen.search(action) is not None
+            else:
+                counts["not_in_view"] += 1
+                counts["tried_take"] += take
+            if not step.get("admissible"): continue
+            if take: break                                   # holding something: takes are over
+            last = step.get("observation") or ""
+    return counts
+
+def take_table(files: dict[str, str | os.PathLike]) -> str:
+    "Markdown table: per file, how often the task's object is taken when in view, and a `take` tried when it is not."
+    lines = ["| checkpoint | steps with the object in view | takes it there | other steps | tries a take there |",
+             "|---|---|---|---|---|"]
+    for label, path in files.items():
+        c = take_decisions(path)
+        share = lambda k, n: f"{100 * c[k] / c[n]:.1f}%" if c[n] else "-"
+        lines.append(f"| {label} | {c['in_view']} | {share('took_it', 'in_view')} | {c['not_in_view']} | "
+                     f"{share('tried_take', 'not_in_view')} |")
+    return "\n".join(lines)
+
 
 # %% ../nbs/51_analysis.ipynb #1b867f5e
 def _bar_labels(ax, bars, values):
