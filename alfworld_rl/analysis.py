@@ -192,7 +192,7 @@ def action_table(files: dict[str, str | os.PathLike]) -> str:
         lines.append(f"| {verb} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
-# %% ../nbs/51_analysis.ipynb #a927ff34
+# %% ../nbs/51_analysis.ipynb #9cde4919
 _TASK_OBJECT = re.compile(r"your task is to: (?:(?:put|place) (?:a |an |some |two )?(?:clean |hot |cool |cold )?(\S+) (?:in|on)"
                           r"|(?:clean|heat|cool|find) (?:a |an |some |two )?(\S+) (?:and|in|on)"
                           r"|examine (?:the |a |an )?(\S+) with|look at (?:the |a |an )?(\S+) under)")
@@ -203,30 +203,34 @@ def task_object(task: str) -> str | None:
     return next((g for g in m.groups() if g), None) if m else None
 
 def take_decisions(path: str | os.PathLike) -> dict[str, int]:
-    """Steps before the first successful pick-up, over an evaluation file: `in_view` (the task's object is in the last
-    observation), `took_it` (the agent then took it), `not_in_view`, `tried_take` (it tried a `take` anyway)."""
+    """Before the first successful pick-up, over an evaluation file: `in_view` (visits to a place where the task's
+    object is in view), `took_it` (visits that end with a `take` of it), `not_in_view` (steps without it in view),
+    `tried_take` (those steps that try a `take`)."""
     counts = dict(in_view=0, took_it=0, not_in_view=0, tried_take=0)
     for record in read_jsonl(path):
         if record.get("type") != "trajectory" or not (obj := task_object(record.get("task") or "")): continue
         seen = re.compile(rf"\b{re.escape(obj)} \d+\b")
-        last = ""
+        view, visible = "", False            # what the agent sees where it stands; None: it tried to take the object here
         for step in record["steps"]:
             action = (step.get("action") or "") if step.get("valid_format", True) else ""
             take = action.startswith("take ")
-            if seen.search(last):
-                counts["in_view"] += 1
-                counts["took_it"] += take and seen.search(action) is not None
-            else:
+            if visible:
+                if take and seen.search(action): counts["took_it"] += 1; visible = None   # decided (even if refused)
+            elif visible is False:
                 counts["not_in_view"] += 1
                 counts["tried_take"] += take
             if not step.get("admissible"): continue
             if take: break                                   # holding something: takes are over
-            last = step.get("observation") or ""
+            if action.startswith("go to "): view = step.get("observation") or ""
+            elif action.startswith("open "): view += " " + (step.get("observation") or "")
+            else: continue
+            visible = seen.search(view) is not None
+            counts["in_view"] += visible
     return counts
 
 def take_table(files: dict[str, str | os.PathLike]) -> str:
     "Markdown table: per file, how often the task's object is taken when in view, and a `take` tried when it is not."
-    lines = ["| checkpoint | steps with the object in view | takes it there | other steps | tries a take there |",
+    lines = ["| checkpoint | visits with the object in view | takes it there | other steps | tries a take there |",
              "|---|---|---|---|---|"]
     for label, path in files.items():
         c = take_decisions(path)
