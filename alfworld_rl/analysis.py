@@ -221,11 +221,14 @@ def take_decisions(path: str | os.PathLike) -> dict[str, int]:
                 counts["tried_take"] += take
             if not step.get("admissible"): continue
             if take: break                                   # holding something: takes are over
-            if action.startswith("go to "): view = step.get("observation") or ""
-            elif action.startswith("open "): view += " " + (step.get("observation") or "")
-            else: continue
-            visible = seen.search(view) is not None
-            counts["in_view"] += visible
+            if action.startswith("go to "):                  # a new place: a new visit
+                view = step.get("observation") or ""
+                visible = seen.search(view) is not None
+                counts["in_view"] += visible
+            elif action.startswith("open ") and visible is False:   # opening a receptacle here may reveal it
+                view += " " + (step.get("observation") or "")
+                visible = seen.search(view) is not None
+                counts["in_view"] += visible
     return counts
 
 def take_table(files: dict[str, str | os.PathLike]) -> str:
