@@ -12,8 +12,9 @@ from .core import UserError
 from .tiny_model import TINY_MODEL_NAME, MINI_BASE_NAME, mini_base_path, tiny_qwen3_path
 
 # %% auto #0
-__all__ = ['DTYPES', 'PREFIX_CACHE_CPU_BYTES', 'PREFIX_CACHE_CUDA_SHARE', 'resolve_device', 'same_device', 'resolve_dtype',
-           'prefix_cache_bytes', 'resolve_model_path', 'load_tokenizer', 'load_causal_lm']
+__all__ = ['DTYPES', 'PREFIX_CACHE_CPU_BYTES', 'PREFIX_CACHE_CUDA_SHARE', 'LOGIT_POSTPROCESSING', 'resolve_device', 'same_device',
+           'resolve_dtype', 'prefix_cache_bytes', 'resolve_model_path', 'load_tokenizer', 'load_causal_lm',
+           'backbone_and_head']
 
 # %% ../nbs/20a_local_models.ipynb #c78681c5
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -88,3 +89,16 @@ def load_causal_lm(base_model: str, device: torch.device, dtype: torch.dtype):
     from transformers import AutoModelForCausalLM
     model = AutoModelForCausalLM.from_pretrained(resolve_model_path(base_model), dtype=dtype)
     return model.to(device).eval()
+
+# %% ../nbs/20a_local_models.ipynb #e259d528
+LOGIT_POSTPROCESSING = ("final_logit_softcapping", "logit_scale")     # config fields of families that change logits after the head
+
+def backbone_and_head(causal_lm) -> tuple:
+    "The decoder stack and the output head of `causal_lm` (a peft wrapper unwrapped); refuses families that post-process logits."
+    lm = causal_lm.get_base_model() if hasattr(causal_lm, "get_base_model") else causal_lm
+    for name in LOGIT_POSTPROCESSING:
+        if getattr(getattr(lm, "config", None), name, None) is not None:
+            raise UserError(f"{type(lm).__name__} changes its logits after the head ({name}), which the embedded backend does "
+                            f"not apply (it computes logits as the head of the last hidden state): this model family is not supported")
+    return getattr(lm, lm.base_model_prefix), lm.get_output_embeddings()
+

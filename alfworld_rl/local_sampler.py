@@ -15,6 +15,7 @@ from pytrio.types import APIFuture, SampleResponse, SampleSequence
 from pytrio.errors.base import ValidationError
 
 from .token_choice import choose_tokens_and_logprobs
+from .local_models import backbone_and_head
 from .kv_cache import _KVCacheOps, _Running, _cache_arg, _merge, _select, _stackable, _suffix_groups
 
 # %% auto #0
@@ -79,12 +80,7 @@ class _Engine(_KVCacheOps):
         self.prefix_ids = {}                            # stored sequence -> its token ids as a tensor (for matching)
         self.max_batch_rows, self.batch_window_s, self.prefill_chunk = max_batch_rows, batch_window_s, prefill_chunk
         self.device = next(model.parameters()).device
-        lm = model.get_base_model() if hasattr(model, "get_base_model") else model      # a peft wrapper, unwrapped
-        self.backbone, self.head = getattr(lm, lm.base_model_prefix), model.get_output_embeddings()
-        for name in ("final_logit_softcapping", "logit_scale"):        # the head is applied here, nothing after it
-            if getattr(getattr(model, "config", None), name, None) is not None:
-                raise ValueError(f"the local sampler computes logits as the head of the last hidden state and does not "
-                                 f"apply {type(model).__name__}'s {name}; this model family is not supported")
+        self.backbone, self.head = backbone_and_head(model)
         self.vocab = self.head.weight.shape[0]
         self.cache_arg = _cache_arg(self.backbone)
         ids = set()

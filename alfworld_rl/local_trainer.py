@@ -18,7 +18,7 @@ from pytrio.client.training_batch import plan_training_batch, normalize_loss_fn
 from pytrio.model.limits import TrainingLimits
 
 from .core import UserError
-from .local_models import load_causal_lm, same_device
+from .local_models import backbone_and_head, load_causal_lm, same_device
 
 # %% auto #0
 __all__ = ['SUPPORTED_LOSSES', 'LORA_ATTN', 'LORA_MLP', 'LORA_ROUTERS', 'NAME_RE', 'token_losses', 'target_logprobs',
@@ -55,8 +55,7 @@ def target_logprobs(causal_lm, inputs: list[list[int]], targets: list[torch.Tens
     for i, (x, t) in enumerate(zip(inputs, targets)):
         ids[i, :len(x)] = torch.tensor(x, device=dev); mask[i, :len(x)] = 1
         tgt[i, :len(x)] = t.to(dev).clamp_min(0)
-    lm = causal_lm.get_base_model() if hasattr(causal_lm, "get_base_model") else causal_lm   # unwrap peft
-    backbone, head = getattr(lm, lm.base_model_prefix), lm.get_output_embeddings()
+    backbone, head = backbone_and_head(causal_lm)
     hidden = backbone_hidden(backbone, inputs, pad_id)
 
     def chunk_lp(h, t): return head(h).float().log_softmax(-1).gather(-1, t[..., None])[..., 0]
@@ -220,6 +219,7 @@ class _ClientCore:
             raise ValidationError("at least one of train_mlp, train_attn, train_unembed must be true",
                                   code="validation.invalid_lora_targets")
         base = load_causal_lm(base_model, service.device, service.dtype)
+        backbone_and_head(base)                   # refuses, before any work, a family whose logits it cannot compute
         self.gradient_checkpointing = bool(gradient_checkpointing)
         if self.gradient_checkpointing:           # recompute each decoder layer in the backward pass instead of keeping its activations
             enable = getattr(base, "activation_checkpointing_enable", None)       # transformers >= 5.2x; the old name before

@@ -100,6 +100,7 @@ def turn_windows(transcripts: list, start_id: int) -> list[tuple[list[int], list
 def masked_nll(model, rows: list[tuple[list[int], list[int]]]):
     "Mean next-token NLL over the assistant positions of `rows` (token ids, assistant mask), right-padded."
     import torch
+    from alfworld_rl.local_models import backbone_and_head
     from alfworld_rl.local_trainer import backbone_hidden
     width = max(len(t) for t, _ in rows)
     ids = torch.zeros(len(rows), width, dtype=torch.long)
@@ -107,10 +108,11 @@ def masked_nll(model, rows: list[tuple[list[int], list[int]]]):
     for r, (tokens, mask) in enumerate(rows):
         ids[r, :len(tokens)] = torch.tensor(tokens)
         weights[r, :len(mask)] = torch.tensor(mask, dtype=torch.float32)
-    hidden = backbone_hidden(getattr(model, model.base_model_prefix), [list(t) for t, _ in rows])   # a shared prompt prefix runs once
+    backbone, head = backbone_and_head(model)
+    hidden = backbone_hidden(backbone, [list(t) for t, _ in rows])   # a shared prompt prefix runs once
     w = weights[:, 1:]
     at = w > 0                                            # the head runs only where a reply token is predicted
-    logits = model.get_output_embeddings()(hidden[:, :-1][at])
+    logits = head(hidden[:, :-1][at])
     nll = torch.nn.functional.cross_entropy(logits, ids[:, 1:][at], reduction="none")
     return (nll * w[at]).sum() / w.sum().clamp(min=1)
 

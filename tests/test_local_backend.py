@@ -551,11 +551,15 @@ def test_sampler_logprobs_match_the_model_on_other_families(tok, prompt, family)
             torch.testing.assert_close(torch.tensor(s.logprobs), want, atol=1e-4, rtol=0)
 
 
-def test_sampler_refuses_a_model_that_changes_its_logits_after_the_head(tok):
-    "Gemma 2 caps its logits after the head; the sampler, which applies the head itself, says it cannot serve it."
+def test_backend_refuses_a_model_that_changes_its_logits_after_the_head(svc, tok, tmp_path):
+    """Gemma 2 caps its logits after the head; the sampler and the trainer, which apply the head themselves, say they
+    cannot serve it before any work (the trainer when its client is created, not at its first update)."""
     from transformers import Gemma2Config, Gemma2ForCausalLM
     from alfworld_rl.local_sampler import LocalSamplingClient
     model = Gemma2ForCausalLM(Gemma2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                                            num_attention_heads=2, num_key_value_heads=1, head_dim=16))
     assert model.config.final_logit_softcapping is not None
-    with pytest.raises(ValueError, match="final_logit_softcapping"): LocalSamplingClient(model, tok, "gemma2")
+    with pytest.raises(UserError, match="final_logit_softcapping"): LocalSamplingClient(model, tok, "gemma2")
+    model.save_pretrained(tmp_path / "gemma2"); tok.save_pretrained(tmp_path / "gemma2")
+    with pytest.raises(UserError, match="final_logit_softcapping"):
+        svc.create_lora_training_client(str(tmp_path / "gemma2"), rank=4, seed=0)
