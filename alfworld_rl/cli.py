@@ -19,6 +19,7 @@ COMMANDS = {
     "train": ("alfworld_rl.train", "train an agent with grouped rollouts and PPO"),
     "eval": ("alfworld_rl.evaluate", "evaluate a base model or checkpoint on the validation games"),
     "analyze": ("alfworld_rl.analysis", "figures and tables from evaluation files"),
+    "agreement": ("alfworld_rl.agreement", "per-decision agreement of checkpoints with the expert on held-out games"),
     "mini": ("alfworld_rl.mini", "the CPU-scale experiment: SFT then PPO, evaluated over seeds"),
     "build-base": ("alfworld_rl.mini_model", "rebuild the shipped mini base model (models/mini-base)"),
 }
