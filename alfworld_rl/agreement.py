@@ -8,8 +8,8 @@ import math
 from collections import defaultdict
 
 # %% auto #0
-__all__ = ['DECISIONS', 'SPLITS', 'decision_kind', 'command_offset', 'holds_after', 'decision_rows', 'row_logprobs',
-           'expert_agreement', 'agreement_table', 'parse_checkpoints', 'cli_agreement_parser', 'cli_agreement']
+__all__ = ['DECISIONS', 'SPLITS', 'decision_kind', 'holds_after', 'decision_rows', 'row_logprobs', 'expert_agreement',
+           'agreement_table', 'parse_checkpoints', 'cli_agreement_parser', 'cli_agreement']
 
 # %% ../nbs/52_agreement.ipynb #aca8c25e
 DECISIONS = ("search", "take", "carry", "place", "open", "use", "other")
@@ -22,11 +22,6 @@ def decision_kind(action: str | None, holding: bool) -> str:
     return verb if verb in ("take", "open", "use") else "other"
 
 # %% ../nbs/52_agreement.ipynb #1e6f41b7
-def command_offset(tokenizer) -> list[int]:
-    "The tokens of the tool call's fixed opening, which every reply repeats before its command."
-    from alfworld_rl.protocol import encode, format_tool_call
-    return encode(tokenizer, format_tool_call("\x00", "xml").split("\x00")[0])
-
 def holds_after(holding: bool, observation: str | None) -> bool:
     "Whether the agent holds an object after a step whose observation is `observation` (a pick-up or a put-down)."
     observation = observation or ""
@@ -35,19 +30,21 @@ def holds_after(holding: bool, observation: str | None) -> bool:
     return holding
 
 def decision_rows(demos: list, tokenizer) -> list[dict]:
-    "One row per turn of window-context demonstrations: kind, tokens, where the reply and its command start."
-    opening = command_offset(tokenizer)
+    "One row per turn of window-context demonstrations: kind, `sft_rows`' tokens and mask, where the reply and its command start."
+    from alfworld_rl.protocol import call_opening_tokens
+    from alfworld_rl.sft import sft_rows
+    opening = call_opening_tokens(tokenizer)
     rows = []
     for t in demos:
         if getattr(t, "context", "full") != "window":
             raise ValueError("decision_rows needs window-context demonstrations (one prompt per turn)")
         holding = False
-        for s in t.steps:
-            prompt, reply = list(s.prompt_tokens), list(s.completion_tokens)
-            if reply[:len(opening)] != opening:
+        for s, (tokens, mask) in zip(t.steps, sft_rows(t)):
+            start = mask.index(True)
+            if tokens[start:start + len(opening)] != opening:
                 raise ValueError(f"a reply of {t.game.id} does not start with the tool call's opening")
-            rows.append({"kind": decision_kind(s.action, holding), "action": s.action, "tokens": prompt + reply,
-                         "reply_start": len(prompt), "command_start": len(prompt) + len(opening)})
+            rows.append({"kind": decision_kind(s.action, holding), "action": s.action, "tokens": tokens, "mask": mask,
+                         "reply_start": start, "command_start": start + len(opening)})
             holding = holds_after(holding, s.observation)
     return rows
 
@@ -58,7 +55,7 @@ def row_logprobs(training_client, rows: list[dict], batch_size: int = 64) -> lis
     out = []
     for i in range(0, len(rows), batch_size):
         chunk = rows[i:i + batch_size]
-        datums = [row_datum((r["tokens"], [k >= r["reply_start"] for k in range(len(r["tokens"]))])) for r in chunk]
+        datums = [row_datum((r["tokens"], r["mask"])) for r in chunk]
         result = training_client.forward(datums, "cross_entropy").result()
         out += [list(map(float, o["logprobs"].to_numpy())) for o in result.loss_fn_outputs]
     return out

@@ -45,9 +45,9 @@ def take_states(trajectories: list, max_states: int = 200) -> list[tuple[list[in
 def copy_rate(model, tokenizer, states: list[tuple[list[int], list[str]]]) -> dict:
     "Mean P(command starts with `take`) and P(next word is an admissible take's object | `take`) of `model` over `states`."
     import torch
-    from alfworld_rl.protocol import encode, format_tool_call
+    from alfworld_rl.protocol import call_opening_tokens, encode
     if not states: raise ValueError("copy_rate needs at least one state")
-    opening = encode(tokenizer, format_tool_call("\x00", "xml").split("\x00")[0])
+    opening = call_opening_tokens(tokenizer)
     take = encode(tokenizer, "take")
     p_take, p_copy = [], []
     with torch.no_grad():

@@ -11,7 +11,7 @@ __all__ = ['TOOL_NAME', 'TOOL_SCHEMA', 'SYSTEM_PROMPT', 'STATUS_EXECUTED', 'STAT
            'STATUS_COMPLETED', 'STATUS_FAILED', 'STATUSES', 'INVALID_CALL_ACTION', 'format_admissible',
            'first_user_message', 'step_line', 'tool_message', 'count_status', 'history_block', 'window_message',
            'window_messages', 'ToolCall', 'parse_tool_call', 'format_tool_call', 'ChatTemplateError', 'render_text',
-           'encode', 'initial_messages', 'render_prompt', 'TurnTemplate', 'turn_template']
+           'encode', 'call_opening_tokens', 'initial_messages', 'render_prompt', 'TurnTemplate', 'turn_template']
 
 # %% ../nbs/10_protocol.ipynb #22726217
 TOOL_NAME = "alfworld_step"
@@ -205,6 +205,10 @@ def render_text(tokenizer, messages, add_generation_prompt: bool = True) -> str:
 def encode(tokenizer, text: str) -> list[int]:
     "Token ids of `text` without added BOS/EOS."
     return list(tokenizer.encode(text, add_special_tokens=False))
+
+def call_opening_tokens(tokenizer, style: str = "xml") -> list[int]:
+    "The tokens of a `style` tool call up to its action: what every well-formed reply starts with."
+    return encode(tokenizer, format_tool_call("\x00", style).split("\x00")[0])
 
 def initial_messages(task: str, observation: str, admissible_commands=None, max_steps: int | None = None,
                      include_admissible: bool = True) -> list[dict]:
