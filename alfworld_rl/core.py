@@ -27,6 +27,17 @@ class UserError(Exception):
         super().__init__(message)
         self.status = status
 
+    def __reduce__(self):
+        "Pickle as (class, message, status), so an error raised in a worker process reaches the caller unchanged."
+        return (_rebuilt_user_error, (type(self), str(self), self.status))
+
+def _rebuilt_user_error(cls, message: str, status: int) -> UserError:
+    "A `UserError` (or subclass) with this message and status, the message not tagged again."
+    err = cls.__new__(cls)
+    Exception.__init__(err, message)
+    err.status = status
+    return err
+
 def user_error_from_report(evalue: str) -> UserError:
     "The `UserError` a report kernel raised, rebuilt from its text (the status tag read back and removed)."
     m = re.search(r" \[exit status (\d+)\]$", evalue)

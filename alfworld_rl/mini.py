@@ -4,7 +4,8 @@
 
 # %% ../nbs/60_mini.ipynb #c4bd514b
 from __future__ import annotations
-import dataclasses, json, os, sys, time
+import dataclasses, json, multiprocessing, os, sys, time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, asdict, field
 from pathlib import Path
 
@@ -14,9 +15,9 @@ from .core import UserError, append_jsonl, read_jsonl
 __all__ = ['MINI_GAMES', 'MINI_EPISODES', 'MINI_SFT', 'MINI_PPO', 'MINI_EVAL', 'MINI', 'SMOKE', 'PRESETS', 'GAME_KEYS',
            'MINI_FLAGS', 'MiniSettings', 'validate_settings', 'settings_from', 'MiniPaths', 'mini_data',
            'base_model_path', 'sft_config', 'ppo_config', 'eval_config', 'run_sft_stage', 'run_ppo_stage',
-           'run_eval_stage', 'eval_label', 'run_mini', 'mini_demonstrations', 'seed_summaries', 'mean_summary',
-           'mean_summaries', 'seed_table', 'plot_curves', 'before_after', 'stage_seconds', 'result_line',
-           'cli_mini_parser', 'mini_overrides', 'cli_mini']
+           'run_eval_stage', 'eval_label', 'check_workers', 'run_seeds', 'run_mini', 'mini_demonstrations',
+           'seed_summaries', 'mean_summary', 'mean_summaries', 'seed_table', 'plot_curves', 'before_after',
+           'stage_seconds', 'result_line', 'cli_mini_parser', 'mini_overrides', 'cli_mini']
 
 # %% ../nbs/60_mini.ipynb #7ad99491
 from .settings import Setting, configuration, settings_of, integer, check_value, flag
@@ -236,9 +237,45 @@ def eval_label(stage: str, seed: int | None = None) -> str:
     "The evaluation file name of a stage (`base`, or `sft-seed0`, `ppo-seed0`, ...)."
     return stage if seed is None else f"{stage}-seed{seed}"
 
-def run_mini(s: MiniSettings, root: str | os.PathLike, progress: bool = True) -> MiniPaths:
-    "Run (or finish) the whole mini recipe under `root`; returns its paths."
+def _seed_stages(s: MiniSettings, paths: MiniPaths, seed: int, demos: list, progress: bool) -> int:
+    "SFT, its evaluation, PPO from the SFT state and its evaluation, for one seed (each skipped when done)."
+    sft_save = run_sft_stage(s, paths, seed, demos or None, progress)
+    run_eval_stage(s, paths, eval_label("sft", seed), sft_save["sampler_path"], progress)
+    ppo_save = run_ppo_stage(s, paths, seed, sft_save["state_path"], progress)
+    run_eval_stage(s, paths, eval_label("ppo", seed), ppo_save["sampler_path"], progress)
+    return seed
+
+def _seed_worker(s: MiniSettings, root: str, seed: int, demos: list, threads: int) -> int:
+    "`_seed_stages` in a worker process that uses `threads` torch threads."
+    import torch
+    torch.set_num_threads(threads)
+    return _seed_stages(s, MiniPaths(Path(root)), seed, demos, progress=False)
+
+def check_workers(workers) -> int:
+    "`workers` if it is an integer >= 1; a `UserError(status=2)` naming `--workers` otherwise."
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+        raise UserError(f"--workers must be an integer >= 1 (got {workers!r})", status=2)
+    return workers
+
+def run_seeds(s: MiniSettings, paths: MiniPaths, demos: list, workers: int, progress: bool = True) -> None:
+    "Every seed's stages: in this process when `workers` is 1, else in `workers` processes sharing the cores."
+    if workers == 1 or len(s.seeds) == 1:
+        for seed in s.seeds: _seed_stages(s, paths, seed, demos, progress)
+        return
+    from tqdm.auto import tqdm
+    workers = min(workers, len(s.seeds))
+    threads = max(1, os.process_cpu_count() // workers)
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        jobs = [pool.submit(_seed_worker, s, str(paths.root), seed, demos, threads) for seed in s.seeds]
+        bar = tqdm(total=len(jobs), desc=f"seeds ({workers} workers x {threads} threads)", disable=not progress)
+        for job in as_completed(jobs):
+            bar.set_postfix_str(f"seed {job.result()} done"); bar.update()
+        bar.close()
+
+def run_mini(s: MiniSettings, root: str | os.PathLike, progress: bool = True, workers: int | None = None) -> MiniPaths:
+    "Run (or finish) the whole mini recipe under `root`, `workers` seeds at once (default: all); returns its paths."
     validate_settings(s)
+    workers = check_workers(len(s.seeds) if workers is None else workers)
     paths = MiniPaths(Path(root))
     paths.root.mkdir(parents=True, exist_ok=True)
     saved = paths.root / "settings.json"
@@ -247,18 +284,17 @@ def run_mini(s: MiniSettings, root: str | os.PathLike, progress: bool = True) ->
         raise UserError(f"{root} holds a mini experiment with other settings ({saved}); use another --out-dir", status=2)
     saved.write_text(json.dumps(asdict(s), indent=1) + "\n")
     base_model_path(s)                                   # the base model must be there before any work
+    logged, start = len(read_jsonl(paths.stages)), time.perf_counter()
     games_done = _games_ready(s, paths)
-    t0 = time.perf_counter()
     mini_data(s, paths, progress)                        # also checks finished games against the settings
-    if not games_done: _log_stage(paths, "games", None, time.perf_counter() - t0)
+    if not games_done: _log_stage(paths, "games", None, time.perf_counter() - start)
     run_eval_stage(s, paths, eval_label("base"), None, progress)
-    demos = []
-    for seed in s.seeds:
-        if not demos and not _final_save(paths.sft_run(seed), s.sft_steps): demos = mini_demonstrations(s, paths, progress)
-        sft_save = run_sft_stage(s, paths, seed, demos or None, progress)
-        run_eval_stage(s, paths, eval_label("sft", seed), sft_save["sampler_path"], progress)
-        ppo_save = run_ppo_stage(s, paths, seed, sft_save["state_path"], progress)
-        run_eval_stage(s, paths, eval_label("ppo", seed), ppo_save["sampler_path"], progress)
+    sft_left = [seed for seed in s.seeds if not _final_save(paths.sft_run(seed), s.sft_steps)]
+    demos = mini_demonstrations(s, paths, progress) if sft_left else []
+    run_seeds(s, paths, demos, workers, progress)
+    if len(read_jsonl(paths.stages)) > logged:           # this call did some work: record its wall clock
+        append_jsonl(paths.stages, {"stage": "run", "seed": None, "seconds": round(time.perf_counter() - start, 2),
+                                    "workers": min(workers, len(s.seeds))})
     return paths
 
 def mini_demonstrations(s: MiniSettings, paths: MiniPaths, progress: bool = True) -> list:
@@ -337,10 +373,14 @@ def before_after(paths: MiniPaths, seed: int, split: str = "valid_unseen") -> tu
     return (before[common[0]], after[common[0]]) if common else None
 
 def stage_seconds(paths: MiniPaths) -> dict[str, float]:
-    "Total wall-clock seconds per stage kind, and overall (`total`)."
+    "Seconds per stage kind summed over seeds (`total`: all stages), and the recipe's wall clock (`wall`)."
     out: dict[str, float] = {}
-    for r in read_jsonl(paths.stages): out[r["stage"]] = out.get(r["stage"], 0.0) + r["seconds"]
+    records = read_jsonl(paths.stages)
+    for r in records:
+        if r["stage"] != "run": out[r["stage"]] = out.get(r["stage"], 0.0) + r["seconds"]
     out["total"] = sum(out.values())
+    runs = [r["seconds"] for r in records if r["stage"] == "run"]
+    out["wall"] = sum(runs) if runs else out["total"]       # files from before the `run` records: one process, in turn
     return out
 
 # %% ../nbs/60_mini.ipynb #b7ec6c11
@@ -359,6 +399,8 @@ def cli_mini_parser(parser):
                         help=f"seed of the game generator (default: the committed run's, {MINI.data_seed})")
     parser.add_argument("--no-report", action="store_true", help="run the recipe without executing the experiment notebook")
     parser.add_argument("--engine", default=None, choices=ENGINES, help=f"environment engine (default: the preset's, {MINI.engine})")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="seeds run at once, each in its own process (default: all of them; 1: one after another)")
     return parser
 
 def mini_overrides(args) -> dict:
@@ -372,15 +414,17 @@ def cli_mini(args) -> int:
     "Run `alfworld-rl mini`; returns the exit status."
     overrides = mini_overrides(args)
     s = settings_from(args.settings, **overrides)
+    workers = check_workers(len(s.seeds) if args.workers is None else args.workers)
     from alfworld_rl.run_lock import check_writable_dir
     check_writable_dir(args.out_dir, "--out-dir")      # before any model is built or game generated
     if args.no_report:
-        paths = run_mini(s, args.out_dir)
+        paths = run_mini(s, args.out_dir, workers=workers)
         print(seed_table(paths, s.seeds)[0])
     else:
         from alfworld_rl.evaluate import execute_report
         out = execute_report("mini", Path(args.out_dir) / "mini.ipynb",
-                             {"preset": args.settings, "out_dir": str(args.out_dir), "overrides": overrides})
+                             {"preset": args.settings, "out_dir": str(args.out_dir), "overrides": overrides,
+                              "workers": workers})
         print(f"Saved report: {out}")
     paths = MiniPaths(Path(args.out_dir))
     print(result_line(seed_table(paths, s.seeds)[1], s.seeds))

@@ -30,6 +30,39 @@ def test_data_seed_flag(tmp_path):
     assert mini.settings_from("mini", data_seed=7).data_seed == 7
 
 
+def test_bad_workers_are_refused_before_any_work(tmp_path):
+    for bad in ("0", "-2"):
+        with pytest.raises(UserError, match=f"--workers must be an integer >= 1 \\(got {bad}\\)") as e:
+            mini.cli_mini(parse(["--settings", "smoke", "--workers", bad, "--out-dir", str(tmp_path / "x"), "--no-report"]))
+        assert e.value.status == 2 and not (tmp_path / "x").exists()
+    with pytest.raises(SystemExit): parse(["--workers", "two"])
+    with pytest.raises(UserError, match="--workers"): mini.run_mini(mini.SMOKE, tmp_path / "y", workers=0)
+    assert not (tmp_path / "y").exists()
+
+
+def test_seeds_in_worker_processes(tmp_path):
+    "Two smoke seeds at once, each in a spawned process: both finish every stage, and a rerun does no work."
+    s = mini.settings_from("smoke", seeds=[0, 1])
+    paths = mini.run_mini(s, tmp_path, progress=False, workers=2)
+    stages = read_jsonl(paths.stages)
+    for seed in (0, 1):
+        assert {r["stage"] for r in stages if r["seed"] == seed} == {"sft", "ppo"}
+        assert read_jsonl(paths.ppo_run(seed) / "checkpoints.jsonl")[-1]["step"] == s.ppo_steps
+        for label in (f"sft-seed{seed}", f"ppo-seed{seed}"):
+            assert read_jsonl(paths.eval_file(label))[-1]["metrics"]["eval/valid_unseen/games"] == s.valid_games
+    runs = [r for r in stages if r["stage"] == "run"]
+    assert len(runs) == 1 and runs[0]["workers"] == 2
+    seconds = mini.stage_seconds(paths)
+    assert seconds["wall"] == runs[0]["seconds"] and 0 < seconds["wall"]
+    assert seconds["total"] == pytest.approx(sum(r["seconds"] for r in stages if r["stage"] != "run"))
+    # PPO started from each seed's own SFT state
+    for seed in (0, 1):
+        config = json.loads((paths.ppo_run(seed) / "config.json").read_text())
+        assert f"sft-seed{seed}" in config["init_state"]
+    mini.run_mini(s, tmp_path, progress=False, workers=2)
+    assert read_jsonl(paths.stages) == stages
+
+
 def test_result_line():
     line = mini.result_line({"base": 0.05, "sft": 0.25, "ppo": 0.4, "ppo_minus_sft_points": 15.0}, (0, 1, 2))
     assert line == "mini result: base=5.0 sft=25.0 ppo=40.0 gain=+15.0 (valid_unseen success, mean over 3 seeds)"
