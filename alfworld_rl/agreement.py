@@ -8,8 +8,8 @@ import math
 from collections import defaultdict
 
 # %% auto #0
-__all__ = ['DECISIONS', 'SPLITS', 'decision_kind', 'holds_after', 'decision_rows', 'row_logprobs', 'expert_agreement',
-           'agreement_table', 'parse_checkpoints', 'cli_agreement_parser', 'cli_agreement']
+__all__ = ['DECISIONS', 'decision_kind', 'holds_after', 'decision_rows', 'row_logprobs', 'expert_agreement', 'agreement_table',
+           'parse_checkpoints', 'cli_agreement_parser', 'cli_agreement']
 
 # %% ../nbs/52_agreement.ipynb #aca8c25e
 DECISIONS = ("search", "take", "carry", "place", "open", "use", "other")
@@ -86,8 +86,7 @@ def agreement_table(results: dict[str, dict]) -> str:
 # %% ../nbs/52_agreement.ipynb #71db0d9f
 from pathlib import Path
 from .core import UserError
-
-SPLITS = ("train", "valid_seen", "valid_unseen")
+from .data import SPLITS
 
 def parse_checkpoints(items: list[str] | None) -> dict[str, str | None]:
     "Map `label=STATE` items to training-state paths (`label=base`: None, the base model itself); default: the base."

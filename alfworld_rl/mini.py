@@ -289,7 +289,7 @@ def run_mini(s: MiniSettings, root: str | os.PathLike, progress: bool = True, wo
     mini_data(s, paths, progress)                        # also checks finished games against the settings
     if not games_done: _log_stage(paths, "games", None, time.perf_counter() - start)
     run_eval_stage(s, paths, eval_label("base"), None, progress)
-    sft_left = [seed for seed in s.seeds if not _final_save(paths.sft_run(seed), s.sft_steps)]
+    sft_left = any(not _final_save(paths.sft_run(seed), s.sft_steps) for seed in s.seeds)
     demos = mini_demonstrations(s, paths, progress) if sft_left else []
     run_seeds(s, paths, demos, workers, progress)
     if len(read_jsonl(paths.stages)) > logged:           # this call did some work: record its wall clock
