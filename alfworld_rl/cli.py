@@ -12,16 +12,16 @@ __all__ = ['COMMANDS', 'available_commands', 'OneLineParser', 'build_parser', 'm
 
 # %% ../nbs/90_cli.ipynb #9c1e5114
 COMMANDS = {
-    "download": ("alfworld_rl.data", "download ALFWorld's official games and logic files"),
-    "generate": ("alfworld_rl.generate", "generate procedural games in ALFWorld's layout (offline)"),
-    "play": ("alfworld_rl.play", "play one game in the terminal"),
-    "sft": ("alfworld_rl.sft", "behaviour cloning from expert walkthroughs"),
-    "train": ("alfworld_rl.train", "train an agent with grouped rollouts and PPO"),
-    "eval": ("alfworld_rl.evaluate", "evaluate a base model or checkpoint on the validation games"),
-    "analyze": ("alfworld_rl.analysis", "figures and tables from evaluation files"),
-    "agreement": ("alfworld_rl.agreement", "per-decision agreement of checkpoints with the expert on held-out games"),
-    "mini": ("alfworld_rl.mini", "the CPU-scale experiment: SFT then PPO, evaluated over seeds"),
-    "build-base": ("alfworld_rl.mini_model", "rebuild the shipped mini base model (models/mini-base)"),
+    "download": ("alfworld_rl.env.data", "download ALFWorld's official games and logic files"),
+    "generate": ("alfworld_rl.env.generate", "generate procedural games in ALFWorld's layout (offline)"),
+    "play": ("alfworld_rl.env.play", "play one game in the terminal"),
+    "sft": ("alfworld_rl.runs.sft", "behaviour cloning from expert walkthroughs"),
+    "train": ("alfworld_rl.runs.train", "train an agent with grouped rollouts and PPO"),
+    "eval": ("alfworld_rl.runs.evaluate", "evaluate a base model or checkpoint on the validation games"),
+    "analyze": ("alfworld_rl.runs.analysis", "figures and tables from evaluation files"),
+    "agreement": ("alfworld_rl.runs.agreement", "per-decision agreement of checkpoints with the expert on held-out games"),
+    "mini": ("alfworld_rl.mini.recipe", "the CPU-scale experiment: SFT then PPO, evaluated over seeds"),
+    "build-base": ("alfworld_rl.mini.base_model", "rebuild the shipped mini base model (models/mini-base)"),
 }
 
 def _function(name: str) -> str:

@@ -27,9 +27,9 @@ from env_throughput import bench_games      # one helper for the cached benchmar
 
 def play(games, tokenizer, context, args):
     "Play every game `--branches` times with the scripted policy in `context`; returns (batch, datums, seconds)."
-    from alfworld_rl.policies import RandomAdmissiblePolicy, SearchingExpertPolicy
-    from alfworld_rl.ppo import assign_advantages, trajectory_datums
-    from alfworld_rl.rollout import RolloutConfig, run_rollout
+    from alfworld_rl.rl.policies import RandomAdmissiblePolicy, SearchingExpertPolicy
+    from alfworld_rl.rl.ppo import assign_advantages, trajectory_datums
+    from alfworld_rl.rl.rollout import RolloutConfig, run_rollout
     policy = RandomAdmissiblePolicy(tokenizer) if args.policy == "random" else SearchingExpertPolicy(tokenizer, 3)
     config = RolloutConfig(group_size=args.branches, max_episode_steps=args.steps, max_trajectory_tokens=1_000_000,
                            max_assistant_tokens=128, temperature=1.0, seed=args.seed, context=context,
@@ -52,8 +52,8 @@ def main():
     ap.add_argument("--history-length", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
-    from alfworld_rl.local_models import load_tokenizer
-    from alfworld_rl.tiny_model import tiny_qwen3_path
+    from alfworld_rl.backends.local_models import load_tokenizer
+    from alfworld_rl.backends.tiny_model import tiny_qwen3_path
     tokenizer = load_tokenizer(str(tiny_qwen3_path()))
     games = bench_games(args.data_root, args.games, cache="bench_context_games", seed=11)
     rows = {}

@@ -9,8 +9,8 @@ Without --data-root, the games of benchmarks/env_throughput.py are used (generat
 """
 import argparse, random, time
 
-from alfworld_rl import fast_engine
-from alfworld_rl.env import BranchEnv, FastBranchEnv, cache_pddl_translation, cache_textgen_parsing
+from alfworld_rl.env import fast_engine
+from alfworld_rl.env.branches import BranchEnv, FastBranchEnv, cache_pddl_translation, cache_textgen_parsing
 
 
 def measure(cls, files, steps):

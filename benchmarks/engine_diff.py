@@ -2,7 +2,7 @@
 
 Each game is played for --steps random steps in both engines side by side (mostly admissible
 commands, some that are not), comparing observation, score, done, won and the admissible commands
-after every step and the intro after every reset (`alfworld_rl.env.compare_engines`). A game stops at
+after every step and the intro after every reset (`alfworld_rl.env.branches.compare_engines`). A game stops at
 its first mismatch, which is printed.
 
     uv run python benchmarks/engine_diff.py --games N --steps M [--data-root DIR] [--splits train valid_seen valid_unseen] [--seed 0]
@@ -12,8 +12,8 @@ Ends with one line: games=... steps=... mismatches=...
 import argparse, sys, time
 
 from alfworld_rl.core import resolve_data_root
-from alfworld_rl.data import discover_games
-from alfworld_rl.env import compare_engines
+from alfworld_rl.env.data import discover_games
+from alfworld_rl.env.branches import compare_engines
 
 
 def main(argv=None) -> int:

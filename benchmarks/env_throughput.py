@@ -22,8 +22,8 @@ from pathlib import Path
 import psutil
 
 from alfworld_rl.core import user_cache_dir
-from alfworld_rl.data import discover_games
-from alfworld_rl.env import (BranchEnv, EnvGroup, EnvPool, FastBranchEnv, _import_alfworld, cache_pddl_translation,
+from alfworld_rl.env.data import discover_games
+from alfworld_rl.env.branches import (BranchEnv, EnvGroup, EnvPool, FastBranchEnv, _import_alfworld, cache_pddl_translation,
                              cache_textgen_parsing, default_num_workers, visible_commands)
 
 
@@ -60,7 +60,7 @@ class TreeMemory:
 def bench_games(data_root, n, cache: str = "bench_env_games", seed: int = 0):
     "n train games: from --data-root, or generated once (ALFWorld-sized rooms, generator `seed`) into the user cache."
     if data_root is None:
-        from alfworld_rl.generate import generate_dataset
+        from alfworld_rl.env.generate import generate_dataset
         data_root = user_cache_dir() / f"{cache}-{n}"
         if not (data_root / "json_2.1.1").is_dir() or len(discover_games(data_root, "train")) < n:
             print(f"generating {n} games with ALFWorld-sized rooms into {data_root} ...", flush=True)
@@ -115,7 +115,7 @@ def run_ours(games, branches, steps, workers, engine="textworld"):
 
 def reset_seconds(games, engine):
     "Mean (seconds, CPU seconds) to load and reset one branch of a game from cold, in this process."
-    from alfworld_rl import fast_engine
+    from alfworld_rl.env import fast_engine
     cache_textgen_parsing(); cache_pddl_translation()    # as in the project's workers
     total = cpu = 0.0
     for g in games:

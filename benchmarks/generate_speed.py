@@ -5,7 +5,7 @@
 import argparse, tempfile, time
 from pathlib import Path
 
-from alfworld_rl.generate import DEFAULT_ROOM, SMALL_ROOM, generate_dataset
+from alfworld_rl.env.generate import DEFAULT_ROOM, SMALL_ROOM, generate_dataset
 
 
 def measure(label: str, n: int, room: dict) -> float:

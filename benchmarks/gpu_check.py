@@ -40,7 +40,7 @@ ARCHS = {   # the published Qwen3 configurations (config.json of each hub model)
 def build_model(arch: str, out: Path, device: torch.device, dtype: torch.dtype) -> str:
     "A randomly initialized Qwen3 of architecture `arch` with the tiny tokenizer, saved to `out` in `dtype`."
     from transformers import AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
-    from alfworld_rl.tiny_model import tiny_qwen3_path
+    from alfworld_rl.backends.tiny_model import tiny_qwen3_path
     tok = AutoTokenizer.from_pretrained(tiny_qwen3_path())
     torch.manual_seed(0)
     config = Qwen3Config(eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, **ARCHS[arch])
@@ -58,7 +58,7 @@ AGREEMENT = ("train/logprob_diff_abs_mean", "train/ratio_mean", "train/ratio_max
 
 def long_prompt(tok, n_tokens: int) -> list[int]:
     "A chat prompt with the tool schema and a conversation of observations, about `n_tokens` long."
-    from alfworld_rl.tiny_model import EXAMPLE_TOOL
+    from alfworld_rl.backends.tiny_model import EXAMPLE_TOOL
     obs = ("You arrive at countertop 1. On the countertop 1, you see a apple 1, a knife 2, and a mug 3. "
            "Admissible actions: go to cabinet 1, go to fridge 1, take apple 1 from countertop 1, examine countertop 1.")
     msgs = [{"role": "system", "content": "You are an agent in a household."}]
@@ -72,8 +72,8 @@ def long_prompt(tok, n_tokens: int) -> list[int]:
 def direct_updates(model_dir: str, args, ckpt: Path) -> list[dict]:
     "Two PPO updates on the training client from completions of the current sampler; per update, rates and agreement."
     from pytrio import AdamParams, ModelInput, SamplingParams
-    from alfworld_rl.backends import make_service_client
-    from alfworld_rl.ppo import trajectory_datum
+    from alfworld_rl.backends.service import make_service_client
+    from alfworld_rl.rl.ppo import trajectory_datum
     out = []
     with make_service_client("local", device=args.device, checkpoint_root=ckpt,
                              gradient_checkpointing=args.gradient_checkpointing) as svc:
@@ -118,7 +118,7 @@ def main(argv=None) -> int:
         return 0
     from alfworld_rl.cli import main as cli
     from alfworld_rl.core import read_jsonl
-    from alfworld_rl.generate import generate_dataset
+    from alfworld_rl.env.generate import generate_dataset
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)

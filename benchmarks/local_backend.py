@@ -25,8 +25,8 @@ from pathlib import Path
 import torch
 from pytrio import AdamParams, Datum, ModelInput, SamplingParams
 
-from alfworld_rl.backends import make_service_client
-from alfworld_rl.tiny_model import EXAMPLE_TOOL, tiny_qwen3_path
+from alfworld_rl.backends.service import make_service_client
+from alfworld_rl.backends.tiny_model import EXAMPLE_TOOL, tiny_qwen3_path
 
 OBSERVATION = ("Result: valid action.\nObservation: You arrive at countertop 1. On the countertop 1, you see a apple 1, "
                "a knife 2, and a mug 3.\nAdmissible actions: go to cabinet 1, go to fridge 1, take apple 1 from "
@@ -118,7 +118,7 @@ async def staggered(sc, prompt, obs, n, turns, gap_s, env_s, max_tokens) -> int:
 
 def staggered_comparison(args, svc, tmp: Path) -> tuple[float, float]:
     "Sampled tokens/s of the continuous and the static client on the same staggered workload (Qwen-sized vocabulary)."
-    from alfworld_rl.local_sampler import LocalSamplingClient
+    from alfworld_rl.backends.local_sampler import LocalSamplingClient
     path = build_qwen_vocab_model(tmp / "qwen-vocab")
     tok, model = svc.get_tokenizer(path), svc._base_model(path)
     prompt, obs = first_prompt(tok), observation_tokens(tok)

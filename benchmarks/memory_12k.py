@@ -38,7 +38,7 @@ def reset_peak() -> int:
 
 def count() -> None:
     from transformers import Qwen3Config, Qwen3ForCausalLM
-    from alfworld_rl.local_trainer import add_lora, lora_targets
+    from alfworld_rl.backends.local_trainer import add_lora, lora_targets
     cfg = Qwen3Config(**ARCHS["qwen3-1.7b"])
     with torch.device("meta"):
         model = Qwen3ForCausalLM(cfg).to(torch.bfloat16)
@@ -58,7 +58,7 @@ def count() -> None:
 
 def logits(n_loss: int) -> None:
     from transformers import Qwen3Config, Qwen3ForCausalLM
-    from alfworld_rl.local_trainer import add_lora, lora_targets, target_logprobs
+    from alfworld_rl.backends.local_trainer import add_lora, lora_targets, target_logprobs
     torch.set_num_threads(1)
     cfg = Qwen3Config(**ARCHS["small"])
     torch.manual_seed(0)
@@ -81,7 +81,7 @@ def logits(n_loss: int) -> None:
 def layer(T: int) -> None:
     from torch.nn.attention import sdpa_kernel, SDPBackend
     from transformers import Qwen3Config, Qwen3ForCausalLM
-    from alfworld_rl.local_trainer import add_lora, lora_targets
+    from alfworld_rl.backends.local_trainer import add_lora, lora_targets
     torch.set_num_threads(1)
     cfg = Qwen3Config(**dict(ARCHS["qwen3-1.7b"], num_hidden_layers=1, vocab_size=1024))
     torch.manual_seed(0)

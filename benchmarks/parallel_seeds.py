@@ -21,7 +21,7 @@ def main():
     ap.add_argument("--out", default=None, help="working directory (default: a temporary one)")
     args = ap.parse_args()
     import torch
-    from alfworld_rl import mini
+    from alfworld_rl.mini import recipe as mini
     root = Path(args.out or tempfile.mkdtemp(prefix="parallel_seeds_"))
     s = mini.settings_from("mini", seeds=[0, 1], train_games=12, valid_games=6, sft_steps=args.sft_steps,
                            ppo_steps=args.ppo_steps)

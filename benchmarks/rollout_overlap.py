@@ -26,7 +26,7 @@ def lognormal_latency(mean: float, sigma: float):
 def data_root(n_games: int) -> Path:
     "Generated train games for the benchmark (cached under the user cache dir)."
     from alfworld_rl.core import user_cache_dir
-    from alfworld_rl.generate import generate_dataset
+    from alfworld_rl.env.generate import generate_dataset
     root = user_cache_dir() / f"bench-rollout-overlap-{n_games}"
     return generate_dataset(root, train=n_games, seed=7, min_receptacles=4, max_receptacles=6, distractors=3,
                             max_plan_steps=30, progress=True)
@@ -58,9 +58,9 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     if not a.mean_latency > 0: ap.error("--mean-latency must be > 0")
     from transformers import AutoTokenizer
-    from alfworld_rl.data import discover_games
-    from alfworld_rl.policies import ExpertPolicy, MalformedPolicy
-    from alfworld_rl.tiny_model import tiny_qwen3_path
+    from alfworld_rl.env.data import discover_games
+    from alfworld_rl.rl.policies import ExpertPolicy, MalformedPolicy
+    from alfworld_rl.backends.tiny_model import tiny_qwen3_path
 
     games = discover_games(data_root(a.games), "train")[: a.games]
     tok = AutoTokenizer.from_pretrained(tiny_qwen3_path())
@@ -86,7 +86,7 @@ def main(argv=None) -> int:
 
 def run_once(a, games, tok, policy, engine: str) -> float:
     "One rollout of `games` on `engine`; prints its lines and returns its wall-clock seconds."
-    from alfworld_rl.rollout import RolloutConfig, run_rollout
+    from alfworld_rl.rl.rollout import RolloutConfig, run_rollout
     cfg = RolloutConfig(group_size=a.group_size, max_episode_steps=30, max_trajectory_tokens=12000,
                         max_assistant_tokens=256, seed=a.seed, max_requests_in_flight=a.games * a.group_size,
                         engine=engine)

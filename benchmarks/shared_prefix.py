@@ -25,12 +25,12 @@ def window_arguments(doc: str) -> argparse.ArgumentParser:
 
 def window_datums(base_model: str, n_games: int, group_size: int):
     "A local service, a LoRA training client on `base_model`, and the datums of a real window-context rollout (every turn trained)."
-    from alfworld_rl.backends import make_service_client
+    from alfworld_rl.backends.service import make_service_client
     from alfworld_rl.core import user_cache_dir
-    from alfworld_rl.data import discover_games
-    from alfworld_rl.generate import generate_dataset, SMALL_ROOM
-    from alfworld_rl.ppo import trajectory_datums
-    from alfworld_rl.rollout import RolloutConfig, run_rollout
+    from alfworld_rl.env.data import discover_games
+    from alfworld_rl.env.generate import generate_dataset, SMALL_ROOM
+    from alfworld_rl.rl.ppo import trajectory_datums
+    from alfworld_rl.rl.rollout import RolloutConfig, run_rollout
     root = user_cache_dir() / f"bench_shared_prefix_games-{n_games}"
     generate_dataset(root, train=n_games, seed=21, progress=False, **SMALL_ROOM)
     games = discover_games(root, "train")[:n_games]
@@ -48,7 +48,7 @@ def window_datums(base_model: str, n_games: int, group_size: int):
 
 def main():
     args = window_arguments(__doc__).parse_args()
-    import alfworld_rl.local_trainer as LT
+    import alfworld_rl.backends.local_trainer as LT
     svc, tc, datums = window_datums(args.base_model, args.games, args.group_size)
     tokens = sum(len(d.model_input) for d in datums)
     shared = LT.common_prefix_length([d.model_input.to_ints() for d in datums])

@@ -12,7 +12,7 @@ import argparse, statistics, time
 
 import torch
 
-from alfworld_rl.token_choice import choose_tokens
+from alfworld_rl.backends.token_choice import choose_tokens
 
 
 def full_sort_choose(logits, temperature, top_k, top_p, u):

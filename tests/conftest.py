@@ -31,7 +31,7 @@ SMALL_DATA_ARGS = dict(train=6, valid_seen=3, valid_unseen=3, seed=0, min_recept
 
 def make_small_data_root(path):
     "Generate the small test data root at `path` (real games, verified in the engine); returns its Path."
-    from alfworld_rl.generate import generate_dataset
+    from alfworld_rl.env.generate import generate_dataset
     return generate_dataset(path, **SMALL_DATA_ARGS)
 
 
@@ -39,7 +39,7 @@ def _small_data_key() -> str:
     "Hash of everything the small data root depends on: generator sources, alfworld's logic files, arguments."
     import hashlib, json
     from pathlib import Path
-    import alfworld_rl.generate as gen, alfworld_rl.scenes as scenes, alfworld_rl.data as data
+    import alfworld_rl.env.generate as gen, alfworld_rl.env.scenes as scenes, alfworld_rl.env.data as data
     h = hashlib.sha256(json.dumps(SMALL_DATA_ARGS, sort_keys=True).encode())
     for f in [Path(m.__file__) for m in (gen, scenes, data)] + list(scenes.alfred_logic_files()):
         h.update(Path(f).read_bytes())

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from alfworld_rl.analysis import write_summary_file, DEFAULT_EVAL_FILES, load_summaries, parse_eval_files
+from alfworld_rl.runs.analysis import write_summary_file, DEFAULT_EVAL_FILES, load_summaries, parse_eval_files
 from alfworld_rl.cli import main
 
 CLI = str(Path(sys.executable).parent / "alfworld-rl")
@@ -130,7 +130,7 @@ def _trajectory(gid, split, won, steps):
 @pytest.mark.slow
 def test_report_notebook_with_trajectory_records(tmp_path, monkeypatch):
     "`analyze --report` executes the analysis template (papermill) over files with trajectory records."
-    from alfworld_rl.evaluate import summarize_records
+    from alfworld_rl.runs.evaluate import summarize_records
     monkeypatch.chdir(tmp_path)
     files = []
     for label, wins in (("base", (True, False)), ("trained", (True, True))):

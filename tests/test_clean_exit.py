@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from pytrio import ModelInput, SamplingParams
 
-from alfworld_rl.backends import make_service_client
-from alfworld_rl.local_sampler import SamplerClosed
+from alfworld_rl.backends.service import make_service_client
+from alfworld_rl.backends.local_sampler import SamplerClosed
 
 CLI = str(Path(sys.executable).parent / "alfworld-rl")
 REPEATS = 3
@@ -21,7 +21,7 @@ REPEATS = 3
 SCRIPT = """
 import asyncio, sys
 from pytrio import ModelInput, SamplingParams
-from alfworld_rl.backends import make_service_client
+from alfworld_rl.backends.service import make_service_client
 svc = make_service_client("local", device="cpu", checkpoint_root=sys.argv[2])
 tc = svc.create_lora_training_client("tiny-qwen3", rank=4, seed=0)
 sc = tc.save_weights_and_get_sampling_client()

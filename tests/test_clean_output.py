@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from alfworld_rl.data import discover_games
+from alfworld_rl.env.data import discover_games
 
 # Output a person should never see from a successful command.
 NOISE = [r"Traceback \(most recent call last\)", r"\b\w*Warning\b", r"\bWARNING\b", r"\bERROR\b",
@@ -108,9 +108,9 @@ def test_report_parameters_are_declared(caplog):
     "Every parameter a command passes to its report template is declared there (papermill warns otherwise)."
     import papermill as pm
     from dataclasses import fields
-    from alfworld_rl.train import report_template
-    from alfworld_rl.train_config import TrainConfig
-    from alfworld_rl.sft import SFTConfig
+    from alfworld_rl.runs.train import report_template
+    from alfworld_rl.runs.train_config import TrainConfig
+    from alfworld_rl.runs.sft import SFTConfig
     passed = {"train": {f.name for f in fields(TrainConfig)} | {"resume"},
               "sft": {f.name for f in fields(SFTConfig)} | {"resume"},
               "eval": {"eval_file"}, "analysis": {"files", "figure", "task_figure"}}

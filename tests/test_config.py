@@ -21,9 +21,9 @@ def parser_of(command):
 
 
 def config_class(command):
-    from alfworld_rl.train_config import TrainConfig
-    from alfworld_rl.sft import SFTConfig
-    from alfworld_rl.evaluate import EvalConfig
+    from alfworld_rl.runs.train_config import TrainConfig
+    from alfworld_rl.runs.sft import SFTConfig
+    from alfworld_rl.runs.evaluate import EvalConfig
     return {"train": TrainConfig, "sft": SFTConfig, "eval": EvalConfig}[command]
 
 
@@ -125,8 +125,8 @@ def words(s):
 
 def test_shared_settings_share_their_definition():
     "A setting in several configurations is one definition: same type and rule (defaults, help, optional may differ)."
-    from alfworld_rl.rollout import RolloutConfig
-    from alfworld_rl.mini import MiniSettings
+    from alfworld_rl.rl.rollout import RolloutConfig
+    from alfworld_rl.mini.recipe import MiniSettings
     classes = [config_class(c) for c in ("train", "sft", "eval")] + [RolloutConfig, MiniSettings]
     seen = {}
     for cls in classes:
@@ -138,9 +138,9 @@ def test_shared_settings_share_their_definition():
 
 def test_saved_config_keys_are_unchanged():
     "Checkpoints' config.json and the eval summary keep their keys (eval's concurrency cap renamed from games_per_batch)."
-    from alfworld_rl.train_config import TrainConfig
-    from alfworld_rl.sft import SFTConfig
-    from alfworld_rl.evaluate import EvalConfig
+    from alfworld_rl.runs.train_config import TrainConfig
+    from alfworld_rl.runs.sft import SFTConfig
+    from alfworld_rl.runs.evaluate import EvalConfig
     memory = {"prefix_cache_gb", "gradient_checkpointing", "sampler_device"}   # local-backend memory and device settings
     train = memory | {"base_model", "backend", "device", "dtype", "max_steps", "games_per_batch", "group_size", "max_episode_steps",
              "max_trajectory_tokens", "max_assistant_tokens", "temperature", "top_p", "learning_rate", "save_every",
@@ -173,7 +173,7 @@ def test_reference_flags_parse_to_their_values():
                               "--max-trajectory-tokens", "12000", "--max-assistant-tokens", "2048", "--temperature", "1.0",
                               "--top-p", "1.0", "--learning-rate", "1e-6", "--save-every", "20",
                               "--run-name", "alfworld-agent-rl-qwen35-4b", "--swanlab-mode", "online"])
-    from alfworld_rl.train_config import TrainConfig, validate_config
+    from alfworld_rl.runs.train_config import TrainConfig, validate_config
     assert validate_config(t) == TrainConfig(backend="trio", run_name="alfworld-agent-rl-qwen35-4b")
 
 
@@ -204,7 +204,7 @@ def test_same_message_in_every_command(command, flags, message, tmp_path, monkey
 
 
 def test_rollout_config_uses_the_same_rules():
-    from alfworld_rl.rollout import RolloutConfig
+    from alfworld_rl.rl.rollout import RolloutConfig
     with pytest.raises(UserError, match=r"--top-p must be in \(0, 1\] \(got 0\)"): RolloutConfig(top_p=0).validate()
     with pytest.raises(UserError, match=r"--max-assistant-tokens must be < --max-trajectory-tokens \(400\) \(got 500\)"):
         RolloutConfig(max_assistant_tokens=500, max_trajectory_tokens=400).validate()
@@ -214,7 +214,7 @@ def test_rollout_config_uses_the_same_rules():
 def test_report_template_declares_exactly_the_settings(command):
     "The report's parameters cell declares one parameter per setting (and `resume`): none missing, none stale."
     import papermill as pm
-    from alfworld_rl.train import report_template
+    from alfworld_rl.runs.train import report_template
     declared = set(pm.inspect_notebook(str(report_template(command))))
     assert declared == set(settings_of(config_class(command))) | {"resume"}
 
@@ -222,7 +222,7 @@ def test_report_template_declares_exactly_the_settings(command):
 def test_mini_round_trip_flags_overrides_parameters_settings():
     "alfworld-rl mini: flags -> overrides -> the report's JSON parameters -> the settings the report runs with."
     import json
-    from alfworld_rl import mini
+    from alfworld_rl.mini import recipe as mini
     from alfworld_rl.cli import OneLineParser
     args = mini.cli_mini_parser(OneLineParser(prog="alfworld-rl mini")).parse_args(
         ["--settings", "smoke", "--seeds", "4", "5", "--data-seed", "7", "--engine", "textworld"])

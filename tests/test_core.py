@@ -2,7 +2,7 @@
 import multiprocessing as mp
 import sys
 
-from alfworld_rl.data import discover_games
+from alfworld_rl.env.data import discover_games
 
 
 def reset_pddl_game(game_file: str) -> str:

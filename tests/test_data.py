@@ -7,7 +7,7 @@ import pytest
 
 from alfworld_rl.cli import main
 from alfworld_rl.core import UserError
-from alfworld_rl.data import GAMES_DIR, SPLITS, Game, GameBatches, discover_games, download
+from alfworld_rl.env.data import GAMES_DIR, SPLITS, Game, GameBatches, discover_games, download
 
 
 def test_discovery_ids_and_files(small_data_root):

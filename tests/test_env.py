@@ -6,7 +6,7 @@ import psutil
 import pytest
 
 from alfworld_rl.core import UserError
-from alfworld_rl.env import EnvArgumentError, EnvError, EnvGroup, EnvPool, default_num_workers
+from alfworld_rl.env.branches import EnvArgumentError, EnvError, EnvGroup, EnvPool, default_num_workers
 
 TASK_TYPES = ["pick_and_place_simple", "look_at_obj_in_light", "pick_clean_then_place_in_recep",
               "pick_heat_then_place_in_recep", "pick_cool_then_place_in_recep", "pick_two_obj_and_place"]
@@ -15,7 +15,7 @@ TASK_TYPES = ["pick_and_place_simple", "look_at_obj_in_light", "pick_clean_then_
 @pytest.fixture(scope="module")
 def games(small_data_root):
     "One generated train game per task type: {task_type: game file}."
-    from alfworld_rl.data import discover_games
+    from alfworld_rl.env.data import discover_games
     found = {}
     for g in discover_games(small_data_root, "train"): found.setdefault(g.task_type, g)
     assert set(TASK_TYPES) <= set(found), f"missing task types: {set(TASK_TYPES) - set(found)}"
@@ -98,7 +98,7 @@ def test_actions_are_canonicalized(pool, games):
 def test_text_matches_alfworlds_own_textworld_gym_env(pool, games):
     "Our branches show exactly what ALFWorld's registered textworld.gym env shows, step by step."
     import textworld, textworld.gym
-    from alfworld_rl.env import _import_alfworld
+    from alfworld_rl.env.branches import _import_alfworld
     tw = _import_alfworld("alfworld.agents.environment.alfred_tw_env")
     from textworld.envs.pddl import textgen
     import fast_downward

@@ -50,7 +50,7 @@ def test_existing_output_is_refused_and_kept(tmp_path, monkeypatch):
 
 
 def test_disabled_swanlab_is_not_imported(tmp_path):
-    code = ("import sys; from alfworld_rl.evaluate import EvalConfig, log_to_swanlab; "
+    code = ("import sys; from alfworld_rl.runs.evaluate import EvalConfig, log_to_swanlab; "
             f"log_to_swanlab(EvalConfig(output={str(tmp_path / 'x.jsonl')!r}), {{'eval/all/games': 1}}); "
             "assert 'swanlab' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
@@ -64,7 +64,7 @@ TINY = ["--base-model", "tiny-qwen3", "--limit-per-split", "1", "--max-episode-s
 
 def tiny_config(data_root, output, **kw):
     "An evaluation of the tiny model on one game per valid split, kept short."
-    from alfworld_rl.evaluate import EvalConfig
+    from alfworld_rl.runs.evaluate import EvalConfig
     return EvalConfig(base_model="tiny-qwen3", data_root=str(data_root), output=str(output), limit_per_split=1,
                       max_episode_steps=2, max_assistant_tokens=16, max_trajectory_tokens=2048, games_per_batch=2, **kw)
 
@@ -77,7 +77,7 @@ def trajectories_by_game(path):
 @pytest.fixture(scope="module")
 def tiny_eval(small_data_root, tmp_path_factory):
     "One uninterrupted tiny-model evaluation: (config, summary, sampling client, tokenizer)."
-    from alfworld_rl.evaluate import evaluate, make_sampling_client
+    from alfworld_rl.runs.evaluate import evaluate, make_sampling_client
     out = tmp_path_factory.mktemp("tiny_eval") / "full.jsonl"
     c = tiny_config(small_data_root, out)
     sc, tok = make_sampling_client(c)
@@ -85,8 +85,8 @@ def tiny_eval(small_data_root, tmp_path_factory):
 
 
 def test_eval_tiny_model_on_generated_valid_splits(tiny_eval, small_data_root):
-    from alfworld_rl.data import discover_games
-    from alfworld_rl.evaluate import summarize_records
+    from alfworld_rl.env.data import discover_games
+    from alfworld_rl.runs.evaluate import summarize_records
     c, summary, _, _ = tiny_eval
     records = read_jsonl(c.output_path())
     assert [r["type"] for r in records] == ["trajectory", "trajectory", "summary"]
@@ -114,7 +114,7 @@ def test_eval_tiny_model_on_generated_valid_splits(tiny_eval, small_data_root):
 
 def test_resume_of_an_interrupted_file_equals_the_uninterrupted_run(tiny_eval, tmp_path):
     "A file cut after one finished game (and half a line) is completed by --resume to the same result."
-    from alfworld_rl.evaluate import evaluate, EvalConfig
+    from alfworld_rl.runs.evaluate import evaluate, EvalConfig
     c, summary, sc, tok = tiny_eval
     lines = c.output_path().read_text().splitlines(keepends=True)
     cut = tmp_path / "cut.jsonl"
@@ -138,7 +138,7 @@ def test_resume_of_an_interrupted_file_equals_the_uninterrupted_run(tiny_eval, t
 
 def test_eval_report_template(tiny_eval, tmp_path, monkeypatch):
     "The eval report notebook runs (papermill) on a real evaluation file and shows its numbers."
-    from alfworld_rl.evaluate import execute_report
+    from alfworld_rl.runs.evaluate import execute_report
     c, summary, _, _ = tiny_eval
     monkeypatch.chdir(tmp_path)
     nb = execute_report("eval", tmp_path / "runs/x/eval.ipynb", {"eval_file": str(c.output_path()), "transcripts": 2})

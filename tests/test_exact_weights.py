@@ -10,8 +10,8 @@ import pytest
 import torch
 from pytrio import AdamParams, Datum, ModelInput
 
-from alfworld_rl.backends import make_service_client
-from alfworld_rl.tiny_model import tiny_qwen3_path
+from alfworld_rl.backends.service import make_service_client
+from alfworld_rl.backends.tiny_model import tiny_qwen3_path
 
 CLIP = {"clip_low_threshold": 0.8, "clip_high_threshold": 1.2}
 

@@ -4,10 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from alfworld_rl.data import discover_games
-from alfworld_rl.env import BranchEnv, EnvGroup, FastBranchEnv, compare_engines
-from alfworld_rl.fast_engine import EngineUnsupported, FastEnv, FastGame, load_game
-from alfworld_rl.generate import TASK_TYPES, generate_dataset
+from alfworld_rl.env.data import discover_games
+from alfworld_rl.env.branches import BranchEnv, EnvGroup, FastBranchEnv, compare_engines
+from alfworld_rl.env.fast_engine import EngineUnsupported, FastEnv, FastGame, load_game
+from alfworld_rl.env.generate import TASK_TYPES, generate_dataset
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +81,7 @@ def test_engine_failure_is_an_env_error(small_root, tmp_path):
     data = json.loads(Path(discover_games(small_root, "train")[0].game_file).read_text())
     data["grammar"] = data["grammar"].replace("#look.feedback#\\n\\n#task#", "#nosuchrule#")
     f = tmp_path / "game.tw-pddl"; f.write_text(json.dumps(data))
-    from alfworld_rl.env import EnvError
+    from alfworld_rl.env.branches import EnvError
     with pytest.raises(EnvError, match="nosuchrule"):
         EnvGroup(str(f), 1, 5, engine="fast").reset()
 
@@ -108,7 +108,7 @@ def test_play_with_the_fast_engine(small_data_root):
 
 def test_eval_records_match_across_engines(small_data_root, tmp_path):
     from alfworld_rl.core import read_jsonl
-    from alfworld_rl.evaluate import EvalConfig, evaluate, make_sampling_client
+    from alfworld_rl.runs.evaluate import EvalConfig, evaluate, make_sampling_client
     records = {}
     for engine in ("textworld", "fast"):
         c = EvalConfig(base_model="tiny-qwen3", data_root=str(small_data_root), output=str(tmp_path / f"{engine}.jsonl"),

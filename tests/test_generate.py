@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from alfworld_rl.cli import main
-from alfworld_rl.data import TASK_TYPES, discover_games
-from alfworld_rl.generate import SMALL_ROOM, MANIFEST, generate_dataset, import_alfworld
-from alfworld_rl.scenes import ROOMS, alfred_constants, can_hold, room_kind_of_scene
+from alfworld_rl.env.data import TASK_TYPES, discover_games
+from alfworld_rl.env.generate import SMALL_ROOM, MANIFEST, generate_dataset, import_alfworld
+from alfworld_rl.env.scenes import ROOMS, alfred_constants, can_hold, room_kind_of_scene
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -95,7 +95,7 @@ def test_same_arguments_give_identical_bytes_and_resume(tmp_path):
     args = dict(train=1, valid_unseen=1, seed=7, **SMALL_ROOM)
     a = generate_dataset(tmp_path / "a", **args)
     # a second run in a fresh interpreter with another hash seed (set order must not leak into the output)
-    code = (f"from alfworld_rl.generate import generate_dataset, SMALL_ROOM; "
+    code = (f"from alfworld_rl.env.generate import generate_dataset, SMALL_ROOM; "
             f"generate_dataset({str(tmp_path / 'b')!r}, train=1, valid_unseen=1, seed=7, **SMALL_ROOM)")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO, env={**os.environ, "PYTHONHASHSEED": "123"})
     assert _tree(a) == _tree(tmp_path / "b")

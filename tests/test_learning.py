@@ -3,8 +3,8 @@ logprob in the direction of its advantage (real engine, generated games, local b
 import numpy as np
 import pytest
 
-from alfworld_rl.data import discover_games
-from alfworld_rl.rollout import RolloutConfig, run_rollout
+from alfworld_rl.env.data import discover_games
+from alfworld_rl.rl.rollout import RolloutConfig, run_rollout
 
 
 def reply_logprob(sampler, datum) -> float:
@@ -18,8 +18,8 @@ def reply_logprob(sampler, datum) -> float:
 
 def test_one_ppo_update_from_the_shipped_base_follows_the_advantages(small_data_root, tmp_path):
     import pytrio
-    from alfworld_rl.backends import make_service_client
-    from alfworld_rl.ppo import assign_advantages, build_datums
+    from alfworld_rl.backends.service import make_service_client
+    from alfworld_rl.rl.ppo import assign_advantages, build_datums
     svc = make_service_client("local", device="cpu", checkpoint_root=str(tmp_path / "ckpt"))
     tc = svc.create_lora_training_client("mini-base", rank=16, seed=0)
     tok = tc.get_tokenizer()
@@ -52,8 +52,8 @@ def test_several_ppo_steps_per_update_move_the_policy_within_the_update(small_da
     """`ppo_epochs=2, ppo_minibatches=2`: four optimizer steps in one update of the real loop; the first step trains
     the sampler's own policy (ratio 1), the last one a policy the earlier steps have already moved."""
     from alfworld_rl.core import read_jsonl
-    from alfworld_rl.train import train
-    from alfworld_rl.train_config import TrainConfig
+    from alfworld_rl.runs.train import train
+    from alfworld_rl.runs.train_config import TrainConfig
     c = TrainConfig(base_model="mini-base", backend="local", max_steps=1, games_per_batch=2, group_size=4,
                     max_episode_steps=4, max_trajectory_tokens=4096, max_assistant_tokens=48, learning_rate=2e-3,
                     save_every=0, run_name="epochs", swanlab_mode="disabled", data_root=str(small_data_root),

@@ -9,10 +9,10 @@ from pytrio.client.training_batch import plan_training_batch
 from pytrio.errors.base import ValidationError
 from pytrio.model.limits import TrainingLimits
 
-from alfworld_rl.backends import make_service_client
+from alfworld_rl.backends.service import make_service_client
 from alfworld_rl.core import UserError
-from alfworld_rl.ppo import trajectory_datum
-from alfworld_rl.tiny_model import EXAMPLE_TOOL
+from alfworld_rl.rl.ppo import trajectory_datum
+from alfworld_rl.backends.tiny_model import EXAMPLE_TOOL
 
 CLIP = {"clip_low_threshold": 0.8, "clip_high_threshold": 1.2}
 
@@ -310,7 +310,7 @@ def test_long_datum_trains(svc, tok):
 
 def test_unstackable_cache_falls_back_to_row_by_row(svc, prompt, monkeypatch):
     """Models whose caches cannot be stacked are decoded one row at a time, with the same seeded tokens."""
-    import alfworld_rl.local_sampler as ls
+    import alfworld_rl.backends.local_sampler as ls
     sc = svc.create_sampling_client("tiny-qwen3")
     reqs = [(prompt, SamplingParams(max_tokens=10, seed=1)), (prompt[:30], SamplingParams(max_tokens=6, seed=2))]
 
@@ -326,7 +326,7 @@ def test_unstackable_cache_falls_back_to_row_by_row(svc, prompt, monkeypatch):
 def test_unstackable_cache_gives_every_sample_its_own_cache(svc, prompt, monkeypatch):
     """With `num_samples=K` on the row-by-row path (e.g. Qwen3.5's linear-attention caches), each sample starts from
     the prompt alone: its logprobs equal a forward pass over prompt + its own tokens."""
-    import alfworld_rl.local_sampler as ls
+    import alfworld_rl.backends.local_sampler as ls
     monkeypatch.setattr(ls, "_stackable", lambda cache: False)
     sc = svc.create_sampling_client("tiny-qwen3")
     res = sc.sample(ModelInput.from_ints(prompt), 3, SamplingParams(max_tokens=8, seed=5, temperature=1.0)).result()
@@ -358,7 +358,7 @@ def play_staggered(sc, starts, obs, turns=2, gap_s=0.004):
 def test_continuous_batching_equals_one_at_a_time(svc, tok, prompt):
     """Staggered requests decoded in one running batch (joining it mid-decode, prefilled together, second turns
     from the prefix cache) give exactly the tokens of one-at-a-time sampling with the same seeds (float32)."""
-    from alfworld_rl.local_sampler import LocalSamplingClient
+    from alfworld_rl.backends.local_sampler import LocalSamplingClient
     model = svc._base_model("tiny-qwen3")
     obs = tok.encode("<|im_end|>\n<|im_start|>user\nNothing happens.<|im_end|>\n<|im_start|>assistant\n",
                      add_special_tokens=False)
@@ -381,7 +381,7 @@ def test_continuous_batching_equals_one_at_a_time(svc, tok, prompt):
 def test_batched_prefill_equals_single_prefill(svc, tok, prompt):
     """Prompts prefilled together (different lengths, after stored prefixes taken whole or in part, so rows have
     gaps) give the next-token logits of each prompt prefilled alone."""
-    from alfworld_rl.local_sampler import LocalSamplingClient
+    from alfworld_rl.backends.local_sampler import LocalSamplingClient
     model = svc._base_model("tiny-qwen3")
     with LocalSamplingClient(model, tok, "tiny-qwen3") as sc, torch.inference_mode():
         engine = sc._engine
@@ -431,8 +431,8 @@ def test_memory_settings(tmp_path):
     """--prefix-cache-gb sets the sampler's prefix-cache budget (1 GiB on the CPU by default); --gradient-checkpointing
     auto is off on the CPU; both are settings of train and eval with their rules."""
     from alfworld_rl.settings import check_settings
-    from alfworld_rl.train_config import TrainConfig
-    from alfworld_rl.evaluate import EvalConfig
+    from alfworld_rl.runs.train_config import TrainConfig
+    from alfworld_rl.runs.evaluate import EvalConfig
     with make_service_client("local", device="cpu", checkpoint_root=tmp_path) as default, \
             make_service_client("local", device="cpu", checkpoint_root=tmp_path, prefix_cache_gb=0.25,
                                 gradient_checkpointing="on") as set_:
@@ -456,11 +456,11 @@ def test_sampler_device(tmp_path, tok, prompt):
     base model) while the trainer stays on --device; a snapshot copied to another device (the path a separate sampler
     device takes, here to the CPU again) samples exactly the tokens of the shared one."""
     from alfworld_rl.settings import check_settings
-    from alfworld_rl.train_config import TrainConfig
-    from alfworld_rl.evaluate import EvalConfig
-    from alfworld_rl.sft import SFTConfig
-    from alfworld_rl.local_sampler import LocalSamplingClient
-    from alfworld_rl.local_trainer import _moved_snapshot
+    from alfworld_rl.runs.train_config import TrainConfig
+    from alfworld_rl.runs.evaluate import EvalConfig
+    from alfworld_rl.runs.sft import SFTConfig
+    from alfworld_rl.backends.local_sampler import LocalSamplingClient
+    from alfworld_rl.backends.local_trainer import _moved_snapshot
     with pytest.raises(UserError, match="--sampler-device: 'mps' is not supported; use auto, cpu, cuda or cuda:N"):
         make_service_client("local", device="cpu", sampler_device="mps")
     if not torch.cuda.is_available():
@@ -529,7 +529,7 @@ def test_sampler_logprobs_match_the_model_on_other_families(tok, prompt, family)
     (linear-attention layers: each request served alone) the sampled tokens' logprobs, with two rows sharing a prompt
     and a late request joining them, equal those of one full forward pass of the model over prompt + completion."""
     from transformers import LlamaConfig, LlamaForCausalLM, Qwen3_5ForCausalLM, Qwen3_5TextConfig
-    from alfworld_rl.local_sampler import LocalSamplingClient
+    from alfworld_rl.backends.local_sampler import LocalSamplingClient
     size = dict(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                 num_key_value_heads=2, head_dim=16)
     torch.manual_seed(0)
@@ -555,7 +555,7 @@ def test_backend_refuses_a_model_that_changes_its_logits_after_the_head(svc, tok
     """Gemma 2 caps its logits after the head; the sampler and the trainer, which apply the head themselves, say they
     cannot serve it before any work (the trainer when its client is created, not at its first update)."""
     from transformers import Gemma2Config, Gemma2ForCausalLM
-    from alfworld_rl.local_sampler import LocalSamplingClient
+    from alfworld_rl.backends.local_sampler import LocalSamplingClient
     model = Gemma2ForCausalLM(Gemma2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                                            num_attention_heads=2, num_key_value_heads=1, head_dim=16))
     assert model.config.final_logit_softcapping is not None

@@ -6,7 +6,7 @@ import pytest
 
 from alfworld_rl.cli import OneLineParser
 from alfworld_rl.core import UserError, read_jsonl
-from alfworld_rl import mini
+from alfworld_rl.mini import recipe as mini
 
 
 def parse(argv):

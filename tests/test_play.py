@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from alfworld_rl.cli import main
-from alfworld_rl.data import discover_games
+from alfworld_rl.env.data import discover_games
 
 
 def cli_command():

@@ -10,7 +10,7 @@ from pytrio.client.builders.training import build_trainer_forward_payload
 from pytrio.client.training_batch import plan_training_batch
 from pytrio.model.limits import TrainingLimits
 
-from alfworld_rl.ppo import (assign_advantages, build_datums, datum_token_counts, group_advantages,
+from alfworld_rl.rl.ppo import (assign_advantages, build_datums, datum_token_counts, group_advantages,
                              importance_sampling_loss, plot_datum, ppo_loss, rollout_metrics, trajectory_datum,
                              trajectory_reward, validate_datums)
 

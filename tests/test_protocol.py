@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from alfworld_rl import protocol as P
+from alfworld_rl.rl import protocol as P
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
@@ -34,7 +34,7 @@ def qwen3_tokenizer():
 @pytest.fixture(scope="module")
 def tiny_tokenizer():
     from transformers import AutoTokenizer
-    from alfworld_rl.tiny_model import tiny_qwen3_path
+    from alfworld_rl.backends.tiny_model import tiny_qwen3_path
     return AutoTokenizer.from_pretrained(tiny_qwen3_path())
 
 

@@ -123,7 +123,7 @@ def a_file(tmp_path):
 
 def _summary_file(path):
     "A finished evaluation file holding only a summary."
-    from alfworld_rl.analysis import write_summary_file
+    from alfworld_rl.runs.analysis import write_summary_file
     return write_summary_file(path, "tiny-qwen3", None, {"eval/valid_seen/games": 2, "eval/valid_seen/success_rate": 0.5})
 
 
@@ -358,7 +358,7 @@ def test_generate_rerun_says_it_wrote_nothing(small_data_root, tmp_path):
 
 
 def test_analyze_names_a_non_numeric_count(tmp_path):
-    from alfworld_rl.analysis import write_summary_file
+    from alfworld_rl.runs.analysis import write_summary_file
     write_summary_file(tmp_path / "a.jsonl", "m", None, {"eval/valid_seen/games": "ten", "eval/valid_seen/success_rate": 0.5})
     line = one_line_error(cli("analyze", f"a={tmp_path / 'a.jsonl'}", "--output", tmp_path / "f.png",
                               "--task-output", tmp_path / "t.png", cwd=tmp_path, timeout=120), status=1)

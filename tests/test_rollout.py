@@ -4,18 +4,18 @@ import asyncio, json
 
 import pytest
 
-from alfworld_rl import protocol as P
+from alfworld_rl.rl import protocol as P
 from alfworld_rl.core import UserError
-from alfworld_rl.data import discover_games, TASK_TYPES
-from alfworld_rl.env import EnvGroup
-from alfworld_rl.policies import ExpertPolicy, MalformedPolicy, MixedPolicy, RandomAdmissiblePolicy, load_walkthrough
-from alfworld_rl.rollout import RolloutConfig, run_rollout, rollout_games, trajectory_reward
+from alfworld_rl.env.data import discover_games, TASK_TYPES
+from alfworld_rl.env.branches import EnvGroup
+from alfworld_rl.rl.policies import ExpertPolicy, MalformedPolicy, MixedPolicy, RandomAdmissiblePolicy, load_walkthrough
+from alfworld_rl.rl.rollout import RolloutConfig, run_rollout, rollout_games, trajectory_reward
 
 
 @pytest.fixture(scope="module")
 def tokenizer():
     from transformers import AutoTokenizer
-    from alfworld_rl.tiny_model import tiny_qwen3_path
+    from alfworld_rl.backends.tiny_model import tiny_qwen3_path
     return AutoTokenizer.from_pretrained(tiny_qwen3_path())
 
 

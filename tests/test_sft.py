@@ -6,7 +6,7 @@ import pytest
 
 from alfworld_rl.cli import main
 from alfworld_rl.core import read_jsonl
-from alfworld_rl.sft import SFTConfig, SFTRun, expert_trajectories, sft_datum, sft_token_counts
+from alfworld_rl.runs.sft import SFTConfig, SFTRun, expert_trajectories, sft_datum, sft_token_counts
 
 SMALL = ["--base-model", "tiny-qwen3", "--backend", "local", "--max-train-games", "2", "--games-per-batch", "2",
          "--max-episode-steps", "20", "--max-trajectory-tokens", "4096", "--swanlab-mode", "disabled"]
@@ -15,8 +15,8 @@ SMALL = ["--base-model", "tiny-qwen3", "--backend", "local", "--max-train-games"
 @pytest.fixture(scope="module")
 def demos(small_data_root):
     "Expert demonstrations of two training games, replayed through the rollout engine."
-    from alfworld_rl.data import discover_games
-    from alfworld_rl.local_models import load_tokenizer
+    from alfworld_rl.env.data import discover_games
+    from alfworld_rl.backends.local_models import load_tokenizer
     games = discover_games(small_data_root, "train")[:2]
     config = SFTConfig(base_model="tiny-qwen3", data_root=str(small_data_root), max_episode_steps=20,
                        max_trajectory_tokens=4096)
@@ -24,7 +24,7 @@ def demos(small_data_root):
 
 
 def test_datum_weights_cover_exactly_the_assistant_tokens(demos):
-    from alfworld_rl.local_models import load_tokenizer
+    from alfworld_rl.backends.local_models import load_tokenizer
     tok = load_tokenizer("tiny-qwen3")
     for traj in demos:
         assert traj.won and traj.steps
@@ -90,7 +90,7 @@ def test_cli_one_step_report_then_resume(small_data_root, tmp_path, capsys):
     assert [s["step"] for s in read_jsonl(run_dir / "checkpoints.jsonl")] == [1, 2]
 
     # the sampler weights are a model path the local backend loads
-    from alfworld_rl.backends import make_service_client
+    from alfworld_rl.backends.service import make_service_client
     sc = make_service_client("local").create_sampling_client("tiny-qwen3", model_path=read_jsonl(run_dir / "checkpoints.jsonl")[-1]["sampler_path"])
     assert sc.get_tokenizer() is not None
 

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from alfworld_rl.tiny_model import (EXAMPLE_TOOL, SPECIAL_TOKENS, TINY_RECIPE, TOOL_TOKENS, load_tiny_qwen3,
+from alfworld_rl.backends.tiny_model import (EXAMPLE_TOOL, SPECIAL_TOKENS, TINY_RECIPE, TOOL_TOKENS, load_tiny_qwen3,
                                     render_chat, tiny_qwen3_path, tool_call_message)
 
 
@@ -63,7 +63,7 @@ def test_cache_holds_current_recipe(tiny):
 def test_concurrent_builds_agree(tmp_path):
     """Two processes building into an empty cache at once both succeed and leave one complete build."""
     env = {"ALFWORLD_RL_CACHE": str(tmp_path)}
-    code = "from alfworld_rl.tiny_model import tiny_qwen3_path; print(tiny_qwen3_path())"
+    code = "from alfworld_rl.backends.tiny_model import tiny_qwen3_path; print(tiny_qwen3_path())"
     import os
     procs = [subprocess.Popen([sys.executable, "-c", code], env={**os.environ, **env}, stdout=subprocess.PIPE, text=True)
              for _ in range(2)]

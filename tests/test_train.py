@@ -94,8 +94,8 @@ def test_bad_flag(flags, message, tmp_path, capsys):
 def check_checkpoints_loadable(run_dir, base_model="tiny-qwen3"):
     "Every listed checkpoint exists; the last state restores with its optimizer and the sampler weights sample."
     import pytrio
-    from alfworld_rl.backends import make_service_client
-    from alfworld_rl.train import restore_training_client
+    from alfworld_rl.backends.service import make_service_client
+    from alfworld_rl.runs.train import restore_training_client
     ckpts = read_jsonl(run_dir / "checkpoints.jsonl")
     assert ckpts
     for c in ckpts: assert Path(c["state_path"]).is_dir() and Path(c["sampler_path"]).is_dir()
@@ -158,9 +158,9 @@ class ScriptedTrainer:
     "Factory for a Trainer whose rollouts use scripted replies scored by the model being trained."
     @staticmethod
     def make(config):
-        from alfworld_rl.train import Trainer
-        from alfworld_rl.policies import ScoredPolicy
-        from alfworld_rl.policies import ExpertPolicy, MalformedPolicy, MixedPolicy
+        from alfworld_rl.runs.train import Trainer
+        from alfworld_rl.rl.policies import ScoredPolicy
+        from alfworld_rl.rl.policies import ExpertPolicy, MalformedPolicy, MixedPolicy
 
         class _Trainer(Trainer):
             def sampler(self):
@@ -172,8 +172,8 @@ class ScriptedTrainer:
 
 def test_ppo_update_changes_the_weights(small_data_root, tmp_path):
     import pytrio
-    from alfworld_rl.train_config import TrainConfig
-    from alfworld_rl.backends import make_service_client
+    from alfworld_rl.runs.train_config import TrainConfig
+    from alfworld_rl.backends.service import make_service_client
     config = TrainConfig(base_model="tiny-qwen3", max_steps=1, games_per_batch=1, group_size=2, max_episode_steps=3,
                          max_assistant_tokens=48, max_trajectory_tokens=4096, learning_rate=1e-2, save_every=0,
                          run_name="ppo", swanlab_mode="disabled", data_root=str(small_data_root),
@@ -217,7 +217,7 @@ def test_resume_continues_from_last_save(small_data_root, tmp_path, capsys):
     assert [m["step"] for m in again] == [1, 2, 3]
     assert again[0] == first[0]                                   # kept as it was
     assert again[1]["games"] == first[1]["games"]                 # update 2 redone on the same games
-    from alfworld_rl.data import GameBatches, discover_games
+    from alfworld_rl.env.data import GameBatches, discover_games
     games = discover_games(small_data_root, "train", seed=0)
     assert again[2]["games"] == [g.id for g in GameBatches(games, 1, seed=0)[2]]
     assert [c["step"] for c in read_jsonl(run_dir / "checkpoints.jsonl")] == [1, 2, 3]
@@ -325,7 +325,7 @@ def test_init_state_starts_from_another_runs_weights(small_data_root, tmp_path, 
     "`--init-state` loads a saved state's LoRA weights (e.g. from sft): the first sampler equals those weights."
     import pytrio
     import torch
-    from alfworld_rl.backends import make_service_client
+    from alfworld_rl.backends.service import make_service_client
     svc = make_service_client("local", checkpoint_root=str(tmp_path / "ckpt"))
     tc = svc.create_lora_training_client("tiny-qwen3", rank=32, seed=0)
     tok = tc.get_tokenizer()

@@ -24,8 +24,8 @@ from pytrio.types import (APIFuture, ForwardBackwardOutput, OptimStepResponse, S
                           SaveWeightsForSamplerResponse, SaveWeightsResponse, TensorData)
 
 from alfworld_rl.core import UserError
-from alfworld_rl.ppo import trajectory_datum
-from alfworld_rl.trio_backend import (TrioSamplingClient, TrioServiceClient, TrioTrainingClient,
+from alfworld_rl.rl.ppo import trajectory_datum
+from alfworld_rl.backends.trio import (TrioSamplingClient, TrioServiceClient, TrioTrainingClient,
                                       make_trio_service_client)
 
 VOCAB = 1000
@@ -383,7 +383,7 @@ def test_sampling_without_a_base_model_is_a_flag_error():
 PROBE = """
 import json, sys, time
 from alfworld_rl.core import UserError
-from alfworld_rl.trio_backend import make_trio_service_client
+from alfworld_rl.backends.trio import make_trio_service_client
 t = time.perf_counter()
 try:
     make_trio_service_client(**json.loads(sys.argv[1]))

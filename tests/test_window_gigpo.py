@@ -6,14 +6,14 @@ import pytest
 
 from alfworld_rl.cli import main
 from alfworld_rl.core import read_jsonl
-from alfworld_rl.data import discover_games
-from alfworld_rl.rollout import RolloutConfig, run_rollout
+from alfworld_rl.env.data import discover_games
+from alfworld_rl.rl.rollout import RolloutConfig, run_rollout
 
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from alfworld_rl.local_models import load_tokenizer
-    from alfworld_rl.tiny_model import tiny_qwen3_path
+    from alfworld_rl.backends.local_models import load_tokenizer
+    from alfworld_rl.backends.tiny_model import tiny_qwen3_path
     return load_tokenizer(str(tiny_qwen3_path()))
 
 
@@ -53,7 +53,7 @@ def test_bad_context_flag_sft_eval(command, flags, message, tmp_path, capsys):
 
 @pytest.mark.parametrize("history", [0, 1, 2])
 def test_window_prompts_show_the_last_steps(small_data_root, tokenizer, history):
-    from alfworld_rl.policies import ExpertPolicy
+    from alfworld_rl.rl.policies import ExpertPolicy
     game = discover_games(small_data_root, "train")[0]
     config = RolloutConfig(group_size=1, max_episode_steps=10, max_assistant_tokens=64, temperature=0.0,
                            context="window", history_length=history)
@@ -82,8 +82,8 @@ def test_window_prompts_show_the_last_steps(small_data_root, tokenizer, history)
 
 def test_window_datums_carry_the_sampled_tokens_and_logprobs(small_data_root, tokenizer):
     import pytrio
-    from alfworld_rl.backends import make_service_client
-    from alfworld_rl.ppo import assign_advantages, build_datums
+    from alfworld_rl.backends.service import make_service_client
+    from alfworld_rl.rl.ppo import assign_advantages, build_datums
     svc = make_service_client("local", device="cpu")
     sampler = svc.create_sampling_client("tiny-qwen3")
     games = discover_games(small_data_root, "train")[:2]
@@ -111,8 +111,8 @@ def test_window_datums_carry_the_sampled_tokens_and_logprobs(small_data_root, to
 
 
 def test_full_context_gigpo_datum_varies_per_turn(small_data_root, tokenizer):
-    from alfworld_rl.policies import ExpertPolicy
-    from alfworld_rl.ppo import build_datums
+    from alfworld_rl.rl.policies import ExpertPolicy
+    from alfworld_rl.rl.ppo import build_datums
     game = discover_games(small_data_root, "train")[0]
     [traj] = run_rollout(ExpertPolicy(tokenizer), tokenizer, [game],
                          RolloutConfig(group_size=1, max_episode_steps=10, max_assistant_tokens=64, temperature=0.0)).trajectories
@@ -128,8 +128,8 @@ def test_full_context_gigpo_datum_varies_per_turn(small_data_root, tokenizer):
 # --- gigpo on real trajectories: shared first state, env-error branch out of every mean --------------------------------
 
 def test_gigpo_on_real_trajectories(small_data_root, tokenizer):
-    from alfworld_rl.policies import ExpertPolicy, MalformedPolicy, MixedPolicy
-    from alfworld_rl.ppo import assign_advantages, advantage_metrics
+    from alfworld_rl.rl.policies import ExpertPolicy, MalformedPolicy, MixedPolicy
+    from alfworld_rl.rl.ppo import assign_advantages, advantage_metrics
     game = discover_games(small_data_root, "train")[0]
     policy = MixedPolicy([ExpertPolicy(tokenizer), MalformedPolicy(tokenizer), ExpertPolicy(tokenizer)])
     batch = run_rollout(policy, tokenizer, [game], RolloutConfig(group_size=3, max_episode_steps=4, max_assistant_tokens=64,
@@ -153,9 +153,9 @@ def test_gigpo_on_real_trajectories(small_data_root, tokenizer):
 
 
 def test_anchor_is_the_state_not_the_text(small_data_root, tokenizer):
-    from alfworld_rl import protocol as P
-    from alfworld_rl.policies import ExpertPolicy, MixedPolicy
-    from alfworld_rl.rollout import anchor_state
+    from alfworld_rl.rl import protocol as P
+    from alfworld_rl.rl.policies import ExpertPolicy, MixedPolicy
+    from alfworld_rl.rl.rollout import anchor_state
 
     class InadmissibleFirst(ExpertPolicy):
         "One command outside the admissible list, then the walkthrough."
