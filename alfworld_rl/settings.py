@@ -146,6 +146,10 @@ ROLLOUT = {
                        "observation)", one_of("alfworld_rl.rl.rollout:CONTEXTS")),
     "history_length": Setting(int, 2, "--context window: (observation, action) pairs of earlier steps shown", integer(0)),
     "engine": Setting(str, "textworld", "environment engine: textworld (reference) or fast (exact, in-process)", one_of(ENGINES)),
+    "win_reward": Setting(float, 1.0, "reward of a won episode (the reference recipe: 1; verl-agent: 10)",
+                          number("a finite number > 0", lambda v: math.isfinite(v) and v > 0)),
+    "invalid_penalty": Setting(float, 0.1, "reward subtracted per invalid action (a malformed tool call or a refused "
+                               "command)", number("a finite number >= 0", lambda v: math.isfinite(v) and v >= 0)),
 }
 OPTIMIZER = {
     "learning_rate": Setting(float, 1e-6, "Adam learning rate", number("> 0", _positive)),

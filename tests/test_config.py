@@ -1,6 +1,6 @@
 """One configuration surface: every command's flags, checks and report parameters come from the setting definitions
 (`alfworld_rl.settings`); flags -> config -> papermill parameters -> config is the identity for every command."""
-import argparse
+import argparse, json
 from dataclasses import asdict, fields
 
 import pytest
@@ -54,7 +54,8 @@ FLAGS = {
               "--ppo-clip-high", "1.3", "--ppo-epochs", "2", "--ppo-minibatches", "3", "--seed", "3", "--output-dir", "r", "--max-requests-in-flight", "8",
               "--prefill-price-per-m", "0.1", "--sample-price-per-m", "0.2", "--train-price-per-m", "0.3",
               "--init-state", "s", "--context", "window", "--history-length", "3", "--advantage", "gigpo",
-              "--advantage-norm", "mean_std", "--gamma", "0.9", "--step-advantage-weight", "0.5", "--engine", "fast"],
+              "--advantage-norm", "mean_std", "--gamma", "0.9", "--step-advantage-weight", "0.5", "--engine", "fast",
+              "--win-reward", "10", "--invalid-penalty", "0.01", "--step-return", "all"],
     "sft": ["--backend", "trio", "--base-model", "mini-base", "--device", "cpu", "--sampler-device", "cuda:1", "--dtype", "float32", "--prefix-cache-gb", "0.5", "--gradient-checkpointing", "off",
             "--data-root", "d", "--train-split", "valid_seen", "--max-train-games", "5", "--max-steps", "3",
             "--games-per-batch", "2", "--learning-rate", "1e-3", "--lora-rank", "8", "--save-every", "0",
@@ -69,7 +70,8 @@ FLAGS = {
              "--max-assistant-tokens", "48", "--temperature", "0.5", "--top-p", "0.9", "--seed", "7",
              "--no-include-admissible-actions", "--context", "window", "--history-length", "1", "--engine", "fast",
              "--data-root", "d", "--swanlab-mode", "offline", "--swanlab-project", "p", "--output", "o.jsonl",
-             "--overwrite-output", "--run-name", "e1", "--runs-dir", "rr", "--no-report"],
+             "--overwrite-output", "--run-name", "e1", "--runs-dir", "rr", "--no-report", "--win-reward", "10",
+             "--invalid-penalty", "0", "--episodes-per-game", "8"],
 }
 
 
@@ -142,7 +144,8 @@ def test_saved_config_keys_are_unchanged():
     from alfworld_rl.runs.sft import SFTConfig
     from alfworld_rl.runs.evaluate import EvalConfig
     memory = {"prefix_cache_gb", "gradient_checkpointing", "sampler_device"}   # local-backend memory and device settings
-    train = memory | {"base_model", "backend", "device", "dtype", "max_steps", "games_per_batch", "group_size", "max_episode_steps",
+    reward = {"win_reward", "invalid_penalty"}                                  # added with the reward settings
+    train = memory | reward | {"step_return"} | {"base_model", "backend", "device", "dtype", "max_steps", "games_per_batch", "group_size", "max_episode_steps",
              "max_trajectory_tokens", "max_assistant_tokens", "temperature", "top_p", "learning_rate", "save_every",
              "run_name", "swanlab_mode", "swanlab_project", "data_root", "train_split", "max_train_games",
              "include_admissible_actions", "lora_rank", "adam_beta1", "adam_beta2", "adam_eps", "weight_decay", "grad_clip",
@@ -154,12 +157,27 @@ def test_saved_config_keys_are_unchanged():
            "swanlab_project", "max_episode_steps", "max_trajectory_tokens", "include_admissible_actions", "demos_per_game",
            "max_detours", "rename_objects", "adam_beta1", "adam_beta2", "adam_eps", "weight_decay", "grad_clip", "context",
            "history_length", "engine"}
-    ev = memory | {"base_model", "model_path", "split", "concurrency", "temperature", "top_p", "seed", "max_episode_steps",
+    ev = memory | reward | {"episodes_per_game"} | {"base_model", "model_path", "split", "concurrency", "temperature", "top_p", "seed", "max_episode_steps",
           "max_trajectory_tokens", "max_assistant_tokens", "include_admissible_actions", "limit_per_split", "data_root",
           "backend", "device", "dtype", "output", "overwrite_output", "resume", "run_name", "runs_dir", "swanlab_mode",
           "swanlab_project", "report", "context", "history_length", "engine"}
     assert set(asdict(TrainConfig())) == train and set(asdict(SFTConfig())) == sft and set(asdict(EvalConfig())) == ev
     assert EvalConfig(games_per_batch=3).concurrency == 3          # code written before the rename still runs
+
+
+def test_a_run_saved_before_the_reward_and_step_return_settings_resumes_with_its_own_rules(tmp_path):
+    "An old config.json lacks win_reward, invalid_penalty and step_return: it loads with the rules it was trained with."
+    from alfworld_rl.runs.train_config import TrainConfig, load_run_config, save_run_config
+    c = TrainConfig(run_name="old", output_dir=str(tmp_path), advantage="gigpo")
+    save_run_config(c)
+    saved = json.loads((c.run_dir / "config.json").read_text())
+    for k in ("win_reward", "invalid_penalty", "step_return"): del saved[k]
+    (c.run_dir / "config.json").write_text(json.dumps(saved))
+    old = load_run_config(c.run_dir)
+    assert (old.win_reward, old.invalid_penalty, old.step_return) == (1.0, 0.1, "all")
+    assert TrainConfig().step_return == "win"                         # while a new run gets the new default
+    save_run_config(c)
+    assert load_run_config(c.run_dir).step_return == "win"            # a saved value always wins
 
 
 def test_reference_flags_parse_to_their_values():

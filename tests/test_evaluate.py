@@ -26,6 +26,10 @@ CLI = str(Path(sys.executable).parent / "alfworld-rl")
     (["--backend", "cloud"], "--backend must be one of local, trio (got 'cloud')"),
     (["--swanlab-mode", "cloud"], "--swanlab-mode must be one of online, local, offline, disabled (got 'cloud')"),
     (["--overwrite-output", "--resume"], "--overwrite-output and --resume exclude each other"),
+    (["--episodes-per-game", "0"], "--episodes-per-game must be an integer in [1, 1000] (got 0)"),
+    (["--win-reward", "0"], "--win-reward must be a finite number > 0 (got 0.0)"),
+    (["--win-reward", "inf"], "--win-reward must be a finite number (got inf)"),
+    (["--invalid-penalty", "-0.1"], "--invalid-penalty must be a finite number >= 0 (got -0.1)"),
 ])
 def test_bad_flags(flags, message, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
@@ -198,3 +202,42 @@ def test_resume_after_kill_equals_uninterrupted_run(small_data_root, tmp_path):
     a, b = read_jsonl(tmp_path / "full.jsonl"), read_jsonl(out)
     assert a[-1]["metrics"] == b[-1]["metrics"] and a[-1]["metrics"]["eval/all/games"] == 4
     assert trajectories_by_game(tmp_path / "full.jsonl") == trajectories_by_game(out)
+
+
+def test_episodes_per_game_and_reward_settings(tiny_eval, tmp_path):
+    "K episodes per game: K records per game with distinct branches and seeds, games counted once, the error over games; the reward settings score them."
+    import math
+    from alfworld_rl.runs.evaluate import evaluate, summarize_records, success_standard_error
+    c, _, sc, tok = tiny_eval
+    out = tmp_path / "k3.jsonl"
+    k3 = tiny_config(c.data_root, out, episodes_per_game=3, temperature=1.0, win_reward=10.0, invalid_penalty=0.5)
+    summary = evaluate(k3, sc, tok, show_progress=False)
+    trajs = [r for r in read_jsonl(out) if r["type"] == "trajectory"]
+    by_game = {}
+    for r in trajs: by_game.setdefault(r["game_id"], []).append(r)
+    assert len(by_game) == 2 and all(sorted(r["branch"] for r in rs) == [0, 1, 2] for rs in by_game.values())
+    # distinct sampling seeds: at temperature 1 the tiny model does not write the same replies in all episodes
+    assert any(len({json.dumps([s["text"] for s in r["steps"]]) for r in rs}) > 1 for rs in by_game.values())
+    m = summary["metrics"]
+    assert (m["eval/all/games"], m["eval/all/episodes"], m["eval/valid_seen/games"], m["eval/valid_seen/episodes"]) == (2, 6, 1, 3)
+    assert m["eval/all/success_rate"] == pytest.approx(sum(r["won"] for r in trajs) / 6)
+    assert m["eval/all/success_rate_se"] == success_standard_error(trajs) and m["eval/valid_seen/success_rate_se"] == 0.0
+    for r in trajs:       # the reward settings: the trajectory reward and its per-step parts
+        assert r["reward"] == pytest.approx(10.0 * r["won"] - 0.5 * r["invalid_action_count"])
+        assert round(math.fsum(s["reward"] for s in r["steps"]), 10) == r["reward"]
+        assert r["eval_settings"]["win_reward"] == 10.0 and r["eval_settings"]["episodes_per_game"] == 3
+    assert m["eval/all/reward_mean"] == pytest.approx(sum(r["reward"] for r in trajs) / 6)
+    assert summary["config"]["invalid_penalty"] == 0.5
+    # a game whose episodes were cut short is played again in full: no duplicate, no missing branch
+    lines = out.read_text().splitlines(keepends=True)
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text("".join(lines[:4]))               # game 1 complete, game 2 with one of its three episodes
+    again = evaluate(tiny_config(c.data_root, cut, episodes_per_game=3, temperature=1.0, win_reward=10.0,
+                                 invalid_penalty=0.5, resume=True), sc, tok, show_progress=False)
+    redone = [r for r in read_jsonl(cut) if r["type"] == "trajectory"]
+    assert sorted((r["game_id"], r["branch"]) for r in redone) == sorted((r["game_id"], r["branch"]) for r in trajs)
+    assert again["metrics"]["eval/all/episodes"] == 6 and again["metrics"] == summarize_records(redone) | {
+        k: v for k, v in again["metrics"].items() if k.endswith("broken_games")}
+    with pytest.raises(Exception, match=r"--episodes-per-game 3 \(now 2\)"):
+        evaluate(tiny_config(c.data_root, cut, episodes_per_game=2, temperature=1.0, win_reward=10.0,
+                             invalid_penalty=0.5, resume=True), sc, tok, show_progress=False)

@@ -64,8 +64,33 @@ def test_seeds_in_worker_processes(tmp_path):
 
 
 def test_result_line():
-    line = mini.result_line({"base": 0.05, "sft": 0.25, "ppo": 0.4, "ppo_minus_sft_points": 15.0}, (0, 1, 2))
-    assert line == "mini result: base=5.0 sft=25.0 ppo=40.0 gain=+15.0 (valid_unseen success, mean over 3 seeds)"
+    line = mini.result_line({"base": 0.05, "sft": 0.25, "ppo": 0.4, "ppo_minus_sft_points": 15.0, "gain_se_points": 4.25},
+                            (0, 1, 2))
+    assert line == "mini result: base=5.0 sft=25.0 ppo=40.0 gain=+15.0 (+-4.2) (valid_unseen success, mean over 3 seeds)"
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--win-reward", "0"], "--win-reward must be a finite number > 0 (got 0.0)"),
+    (["--invalid-penalty", "-1"], "--invalid-penalty must be a finite number >= 0 (got -1.0)"),
+    (["--episodes-per-game", "0"], "--episodes-per-game must be an integer in [1, 1000] (got 0)"),
+])
+def test_bad_reward_and_episode_flags_are_refused_before_any_work(flags, message, tmp_path):
+    with pytest.raises(UserError) as e:
+        mini.cli_mini(parse([*flags, "--out-dir", str(tmp_path / "x"), "--no-report"]))
+    assert e.value.status == 2 and str(e.value) == message and not (tmp_path / "x").exists()
+
+
+def test_reward_and_episode_flags_reach_every_stage(tmp_path):
+    "--win-reward, --invalid-penalty and --episodes-per-game become settings, the PPO run's config and each evaluation's."
+    args = parse(["--win-reward", "10", "--invalid-penalty", "0.05", "--episodes-per-game", "4"])
+    s = mini.settings_from("mini", **mini.mini_overrides(args))
+    assert (s.win_reward, s.invalid_penalty, s.episodes_per_game) == (10.0, 0.05, 4)
+    paths = mini.MiniPaths(tmp_path)
+    ppo = mini.ppo_config(s, paths, 0, init_state="x")
+    ev = mini.eval_config(s, paths, "base", None)
+    assert (ppo.win_reward, ppo.invalid_penalty, ppo.step_return) == (10.0, 0.05, "win")
+    assert (ev.win_reward, ev.invalid_penalty, ev.episodes_per_game) == (10.0, 0.05, 4)
+    assert (mini.MINI.win_reward, mini.MINI.invalid_penalty, mini.MINI.episodes_per_game) == (1.0, 0.1, 1)
 
 
 def test_other_settings_in_the_same_directory_are_refused(tmp_path):

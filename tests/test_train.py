@@ -75,6 +75,9 @@ BAD_FLAGS = [
     (["--backend", "gpu"], "--backend must be one of local, trio (got 'gpu')"),      # choices: checked with every setting
     (["--swanlab-mode", "cloud"], "--swanlab-mode must be one of online, local, offline, disabled (got 'cloud')"),
     (["--max-steps", "two"], "argument --max-steps: invalid int value"),
+    (["--win-reward", "-1"], "--win-reward must be a finite number > 0 (got -1.0)"),
+    (["--invalid-penalty", "-0.01"], "--invalid-penalty must be a finite number >= 0 (got -0.01)"),
+    (["--step-return", "late"], "--step-return must be one of win, all (got 'late')"),
 ]
 
 

@@ -1,5 +1,5 @@
 """The window context and GiGPO advantages end to end: real engine, generated games, the local tiny-qwen3 backend."""
-import math
+import json, math
 
 import numpy as np
 import pytest
@@ -186,7 +186,8 @@ def test_train_window_gigpo_one_update(small_data_root, tmp_path, capsys):
                    "--max-trajectory-tokens", "2048", "--swanlab-mode", "disabled", "--max-steps", "1",
                    "--save-every", "0", "--run-name", "win", "--data-root", str(small_data_root),
                    "--output-dir", str(runs), "--no-report", "--context", "window", "--advantage", "gigpo",
-                   "--advantage-norm", "mean_std", "--history-length", "1"])
+                   "--advantage-norm", "mean_std", "--history-length", "1",
+                   "--win-reward", "10", "--invalid-penalty", "0.5", "--step-return", "all"])
     out = capsys.readouterr()
     assert status == 0, out.err
     [m] = read_jsonl(runs / "win" / "metrics.jsonl")
@@ -196,4 +197,9 @@ def test_train_window_gigpo_one_update(small_data_root, tmp_path, capsys):
     assert m["tokens/prompt_length_mean/turn_0"] > 0
     [sample] = read_jsonl(runs / "win" / "samples.jsonl")
     assert sample["context"] == "window" and all("advantage" in s for s in sample["steps"])
+    # the reward settings score the stored trajectory and are the run's configuration
+    assert sample["reward"] == pytest.approx(10.0 * sample["won"] - 0.5 * sample["invalid_action_count"])
+    assert sum(s["reward"] for s in sample["steps"]) == pytest.approx(sample["reward"])
+    config = json.loads((runs / "win" / "config.json").read_text())
+    assert (config["win_reward"], config["invalid_penalty"], config["step_return"]) == (10.0, 0.5, "all")
     if not m["train/skipped"]: assert m["train/datums"] >= 1 and m["train/loss"] is not None

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/mini/52_recipe.ipynb #c4bd514b
 from __future__ import annotations
-import dataclasses, json, multiprocessing, os, sys, time
+import dataclasses, json, math, multiprocessing, os, statistics, sys, time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, asdict, field
 from pathlib import Path
@@ -24,6 +24,7 @@ from ..settings import Setting, configuration, settings_of, integer, check_value
 from ..settings import MODEL, ROLLOUT, OPTIMIZER, ENGINES
 from ..runs.sft import DEMONSTRATIONS
 from ..runs.train_config import ADVANTAGE, PPO
+from ..runs.evaluate import EVALUATION
 
 def _lr(default: float, stage: str) -> Setting: return OPTIMIZER["learning_rate"].but(default=default, help=f"{stage} Adam learning rate")
 def _rate(default: float, what: str) -> Setting: return ROLLOUT["temperature"].but(default=default, help=what)
@@ -47,6 +48,8 @@ MINI_EPISODES = {    # shared by SFT prompts, PPO rollouts and evaluation
     "history_length": ROLLOUT["history_length"],
     "lora_rank": OPTIMIZER["lora_rank"].but(default=64),
     "engine": ROLLOUT["engine"].but(default="fast"),
+    "win_reward": ROLLOUT["win_reward"],
+    "invalid_penalty": ROLLOUT["invalid_penalty"],
 }
 MINI_SFT = {         # behaviour cloning on searching-expert demonstrations
     "demos_per_game": DEMONSTRATIONS["demos_per_game"].but(default=4),
@@ -67,10 +70,12 @@ MINI_PPO = {
     "advantage": ADVANTAGE["advantage"].but(default="gigpo"),
     "advantage_norm": ADVANTAGE["advantage_norm"],
     "gamma": ADVANTAGE["gamma"],
+    "step_return": ADVANTAGE["step_return"],
 }
 MINI_EVAL = {
     "eval_temperature": _rate(1.0, "sampling temperature of the evaluations (the rollout temperature: the policy PPO optimises)"),
     "eval_games_per_batch": _count(30, "games in flight at once during evaluation"),
+    "episodes_per_game": EVALUATION["episodes_per_game"],
 }
 
 @configuration(MINI_GAMES, MINI_EPISODES, MINI_SFT, MINI_PPO, MINI_EVAL)
@@ -87,7 +92,7 @@ PRESETS = {"mini": MINI, "smoke": SMOKE}
 GAME_KEYS = (*MINI_GAMES, "task_types")
 
 # %% ../../nbs/mini/52_recipe.ipynb #ff9f5788
-MINI_FLAGS = ("seeds", "data_seed", "engine")          # the settings `alfworld-rl mini` takes as flags
+MINI_FLAGS = ("seeds", "data_seed", "engine", "win_reward", "invalid_penalty", "episodes_per_game")   # the settings `alfworld-rl mini` takes as flags
 
 def validate_settings(s: MiniSettings) -> MiniSettings:
     "Check `s` against the rules of its settings, then across settings; `UserError(status=2)` naming the first bad one."
@@ -179,7 +184,8 @@ def ppo_config(s: MiniSettings, paths: MiniPaths, seed: int, init_state: str | N
                        swanlab_mode="disabled", data_root=str(paths.data), lora_rank=s.lora_rank, seed=seed,
                        output_dir=str(paths.runs), init_state=init_state, context=s.context,
                        history_length=s.history_length, advantage=s.advantage, advantage_norm=s.advantage_norm,
-                       gamma=s.gamma, engine=s.engine)
+                       gamma=s.gamma, step_return=s.step_return, engine=s.engine, win_reward=s.win_reward,
+                       invalid_penalty=s.invalid_penalty)
 
 def eval_config(s: MiniSettings, paths: MiniPaths, label: str, model_path: str | None):
     "The `EvalConfig` of checkpoint `label` (both validation splits, every game)."
@@ -189,7 +195,8 @@ def eval_config(s: MiniSettings, paths: MiniPaths, label: str, model_path: str |
                       concurrency=s.eval_games_per_batch, temperature=s.eval_temperature,
                       max_episode_steps=s.max_episode_steps, max_trajectory_tokens=s.max_trajectory_tokens,
                       max_assistant_tokens=s.max_assistant_tokens, data_root=str(paths.data), output=str(out),
-                      resume=out.exists(), report=False, context=s.context, history_length=s.history_length, engine=s.engine)
+                      resume=out.exists(), report=False, context=s.context, history_length=s.history_length, engine=s.engine,
+                      win_reward=s.win_reward, invalid_penalty=s.invalid_penalty, episodes_per_game=s.episodes_per_game)
 
 # %% ../../nbs/mini/52_recipe.ipynb #28250190
 def run_sft_stage(s: MiniSettings, paths: MiniPaths, seed: int, demonstrations=None, progress: bool = True) -> dict:
@@ -329,18 +336,32 @@ def mean_summaries(paths: MiniPaths, seeds) -> list:
     per_seed = [seed_summaries(paths, seed) for seed in seeds]
     return [mean_summary(per_seed[0][i].label, [ss[i] for ss in per_seed]) for i in range(3)]
 
+def _se(summary, split: str) -> float:
+    "The standard error of `summary`'s success rate on `split` (0 for a file from before it was recorded)."
+    return float(summary.metrics.get(f"eval/{split}/success_rate_se", 0.0))
+
 def seed_table(paths: MiniPaths, seeds, split: str = "valid_unseen") -> tuple[str, dict]:
-    "Markdown table of `split` success per seed and checkpoint, with the mean and PPO - SFT; and the numbers."
-    rows, gains = [], []
+    "Markdown table of `split` success (+- standard error) per seed and checkpoint, with the mean and PPO - SFT; and the numbers."
+    rows, ses, gains = [], [], []
     lines = [f"| seed | base % | SFT % | PPO % | PPO - SFT (points) |", "|---|---|---|---|---|"]
+    pm = lambda v, se: f"{100 * v:.1f} +- {100 * se:.1f}"
     for seed in seeds:
-        base, sft_, ppo = (x.value(split, "success_rate") for x in seed_summaries(paths, seed))
-        rows.append((base, sft_, ppo)); gains.append(100 * (ppo - sft_))
-        lines.append(f"| {seed} | {100 * base:.1f} | {100 * sft_:.1f} | {100 * ppo:.1f} | {gains[-1]:+.1f} |")
-    mean = [sum(r[i] for r in rows) / len(rows) for i in range(3)]
-    gain = sum(gains) / len(gains)
-    lines.append(f"| mean | {100 * mean[0]:.1f} | {100 * mean[1]:.1f} | {100 * mean[2]:.1f} | {gain:+.1f} |")
-    return "\n".join(lines), {"split": split, "base": mean[0], "sft": mean[1], "ppo": mean[2], "ppo_minus_sft_points": gain}
+        summaries = seed_summaries(paths, seed)
+        row, se = [x.value(split, "success_rate") for x in summaries], [_se(x, split) for x in summaries]
+        rows.append(row); ses.append(se); gains.append(100 * (row[2] - row[1]))
+        lines.append(f"| {seed} | {pm(row[0], se[0])} | {pm(row[1], se[1])} | {pm(row[2], se[2])} | "
+                     f"{gains[-1]:+.1f} +- {100 * math.hypot(se[1], se[2]):.1f} |")
+    n = len(rows)
+    mean = [math.fsum(r[i] for r in rows) / n for i in range(3)]
+    # the base is one evaluation shared by the seeds; SFT and PPO are one evaluation per seed
+    mean_se = [ses[0][0]] + [math.sqrt(math.fsum(s[i] ** 2 for s in ses)) / n for i in (1, 2)]
+    gain = math.fsum(gains) / n
+    if n > 1: gain_se = statistics.stdev(gains) / math.sqrt(n)     # the spread over seeds: evaluation and training noise
+    else: gain_se = 100 * math.hypot(ses[0][1], ses[0][2])          # one seed: the two evaluations' errors
+    lines.append(f"| mean | {pm(mean[0], mean_se[0])} | {pm(mean[1], mean_se[1])} | {pm(mean[2], mean_se[2])} | "
+                 f"{gain:+.1f} +- {gain_se:.1f} |")
+    return "\n".join(lines), {"split": split, "base": mean[0], "sft": mean[1], "ppo": mean[2], "ppo_minus_sft_points": gain,
+                              "base_se": mean_se[0], "sft_se": mean_se[1], "ppo_se": mean_se[2], "gain_se_points": gain_se}
 
 # %% ../../nbs/mini/52_recipe.ipynb #9be7a7d9
 def plot_curves(paths: MiniPaths, seeds, path: str | os.PathLike | None = None):
@@ -385,10 +406,10 @@ def stage_seconds(paths: MiniPaths) -> dict[str, float]:
 
 # %% ../../nbs/mini/52_recipe.ipynb #b7ec6c11
 def result_line(headline: dict, seeds) -> str:
-    "The one-line result of a mini experiment: valid_unseen success of base, SFT and PPO, and the gain."
+    "The one-line result of a mini experiment: valid_unseen success of base, SFT and PPO, and the gain with its standard error."
     return (f"mini result: base={100 * headline['base']:.1f} sft={100 * headline['sft']:.1f} "
             f"ppo={100 * headline['ppo']:.1f} gain={headline['ppo_minus_sft_points']:+.1f} "
-            f"(valid_unseen success, mean over {len(seeds)} seeds)")
+            f"(+-{headline.get('gain_se_points', 0.0):.1f}) (valid_unseen success, mean over {len(seeds)} seeds)")
 
 def cli_mini_parser(parser):
     "Add the flags of `alfworld-rl mini` to `parser`."
@@ -401,6 +422,10 @@ def cli_mini_parser(parser):
     parser.add_argument("--engine", default=None, choices=ENGINES, help=f"environment engine (default: the preset's, {MINI.engine})")
     parser.add_argument("--workers", type=int, default=None,
                         help="seeds run at once, each in its own process (default: all of them; 1: one after another)")
+    for name in ("win_reward", "invalid_penalty", "episodes_per_game"):
+        s = settings_of(MiniSettings)[name]
+        parser.add_argument(flag(name), dest=name, type=s.type, default=None,
+                            help=f"{s.help} (default: the preset's, {getattr(MINI, name)})")
     return parser
 
 def mini_overrides(args) -> dict:

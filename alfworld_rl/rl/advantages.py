@@ -10,11 +10,11 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .rollout import INVALID_PENALTY
+from .rollout import WIN_REWARD, INVALID_PENALTY, step_reward
 
 # %% auto #0
-__all__ = ['NORMS', 'STD_EPS', 'ROUND_DECIMALS', 'grpo', 'step_rewards_of', 'step_rewards_of_trajectory', 'step_returns',
-           'GiGPOParts', 'gigpo_parts', 'gigpo', 'zero_advantage_rate', 'gigpo_metrics']
+__all__ = ['NORMS', 'STD_EPS', 'ROUND_DECIMALS', 'STEP_RETURNS', 'grpo', 'step_rewards_of', 'step_rewards_of_trajectory',
+           'step_returns', 'GiGPOParts', 'gigpo_parts', 'gigpo', 'zero_advantage_rate', 'gigpo_metrics']
 
 # %% ../../nbs/rl/23_advantages.ipynb #6622309f
 NORMS = ("mean", "mean_std")
@@ -58,18 +58,16 @@ def grpo(episode_rewards: Sequence[float | None], norm: str = "mean") -> list[fl
     return advantages
 
 # %% ../../nbs/rl/23_advantages.ipynb #6a6d22e4
-def step_rewards_of(won_flags: Sequence[bool], invalid_flags: Sequence[bool]) -> list[float]:
-    "Per step `1[won] - 0.1 * 1[invalid]`; `round(fsum(r), 10)` equals `trajectory_reward(won, invalid count)`."
+def step_rewards_of(won_flags: Sequence[bool], invalid_flags: Sequence[bool], win_reward: float = WIN_REWARD,
+                    invalid_penalty: float = INVALID_PENALTY) -> list[float]:
+    "Per step `win_reward * 1[won] - invalid_penalty * 1[invalid]`; `round(fsum(r), 10)` is the trajectory reward."
     if len(won_flags) != len(invalid_flags):
         raise ValueError(f"won_flags ({len(won_flags)}) and invalid_flags ({len(invalid_flags)}) must have the same length")
-    return [round(float(bool(won)) - INVALID_PENALTY * bool(invalid), ROUND_DECIMALS)
-            for won, invalid in zip(won_flags, invalid_flags)]
+    return [step_reward(won, invalid, win_reward, invalid_penalty) for won, invalid in zip(won_flags, invalid_flags)]
 
 def step_rewards_of_trajectory(trajectory) -> list[float]:
-    "`step_rewards_of` for a `rollout.Trajectory` (invalid: malformed call, or inadmissible without env error)."
-    steps = trajectory.steps
-    return step_rewards_of([s.won for s in steps],
-                           [(not s.valid_format) or (not s.admissible and s.env_error is None) for s in steps])
+    "The step rewards a `rollout.Trajectory` carries: `step_reward` of each step under the run's reward settings."
+    return [float(s.reward) for s in trajectory.steps]
 
 # %% ../../nbs/rl/23_advantages.ipynb #b7de3061
 def _check_gamma(gamma) -> float:
@@ -78,13 +76,21 @@ def _check_gamma(gamma) -> float:
         raise ValueError(f"gamma must be a number in [0, 1], got {gamma!r}")
     return float(gamma)
 
-def step_returns(step_rewards: Sequence[float], gamma: float = 0.95) -> list[float]:
-    "Discounted returns `G[t] = sum_{k>=t} gamma^(k-t) r[k]` of one trajectory, rounded to 10 decimals."
+STEP_RETURNS = ("win", "all")
+
+def _check_step_return(step_return) -> None:
+    "Raise unless `step_return` is one of `STEP_RETURNS`."
+    if step_return not in STEP_RETURNS: raise ValueError(f"step_return must be one of {', '.join(STEP_RETURNS)}; got {step_return!r}")
+
+def step_returns(step_rewards: Sequence[float], gamma: float = 0.95, step_return: str = "all") -> list[float]:
+    "Discounted returns of one trajectory, rounded to 10 decimals: `all` sums every later reward, `win` only the later wins."
     gamma = _check_gamma(gamma)
-    returns, future = [0.0] * len(step_rewards), 0.0
+    _check_step_return(step_return)
+    returns, future = [0.0] * len(step_rewards), 0.0      # future: the discounted later rewards the rule keeps
     for t in range(len(step_rewards) - 1, -1, -1):
-        future = round(_check_finite(f"step_rewards[{t}]", step_rewards[t]) + gamma * future, ROUND_DECIMALS)
-        returns[t] = future
+        r = _check_finite(f"step_rewards[{t}]", step_rewards[t])
+        returns[t] = round(r + gamma * future, ROUND_DECIMALS)
+        future = returns[t] if step_return == "all" else round(max(r, 0.0) + gamma * future, ROUND_DECIMALS)
     return returns
 
 # %% ../../nbs/rl/23_advantages.ipynb #3539189b
@@ -118,14 +124,15 @@ def _check_group(episode_rewards, step_observations, step_rewards):
 
 def gigpo_parts(episode_rewards: Sequence[float | None], step_observations: Sequence[Sequence[str]],
                 step_rewards: Sequence[Sequence[float]], gamma: float = 0.95, weight: float = 1.0,
-                norm: str = "mean") -> GiGPOParts:
+                norm: str = "mean", step_return: str = "win") -> GiGPOParts:
     "The GiGPO rule for one group (the K branches of one game), with every intermediate quantity."
     _check_norm(norm)
     gamma, weight = _check_gamma(gamma), _check_finite("weight", weight)
     rewards = _check_episode_rewards(episode_rewards)
     _check_group(rewards, step_observations, step_rewards)
     excluded = [r is None for r in rewards]
-    returns = [step_returns(rew, gamma) for rew in step_rewards]
+    _check_step_return(step_return)
+    returns = [step_returns(rew, gamma, step_return) for rew in step_rewards]
     episode = grpo(rewards, norm)
     anchors: dict[str, list[tuple[int, int]]] = defaultdict(list)   # anchor observation -> its (branch, step)s
     for i, obs in enumerate(step_observations):
@@ -142,9 +149,9 @@ def gigpo_parts(episode_rewards: Sequence[float | None], step_observations: Sequ
 
 def gigpo(episode_rewards: Sequence[float | None], step_observations: Sequence[Sequence[str]],
           step_rewards: Sequence[Sequence[float]], gamma: float = 0.95, weight: float = 1.0,
-          norm: str = "mean") -> list[list[float]]:
+          norm: str = "mean", step_return: str = "win") -> list[list[float]]:
     "Per-step advantages `A_E[i] + weight * A_S[i][t]` of one group; `None` reward (env error): all 0, out of every mean."
-    return gigpo_parts(episode_rewards, step_observations, step_rewards, gamma, weight, norm).advantages
+    return gigpo_parts(episode_rewards, step_observations, step_rewards, gamma, weight, norm, step_return).advantages
 
 # %% ../../nbs/rl/23_advantages.ipynb #320e48ba
 def zero_advantage_rate(advantages_per_datum: Sequence[Sequence[float] | float]) -> float:

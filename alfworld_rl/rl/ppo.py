@@ -52,7 +52,7 @@ def is_env_error(traj) -> bool:
     return getattr(traj, "stop_reason", None) == "env_error"
 
 def assign_advantages(trajectories, advantage: str = "grpo", norm: str = "mean", gamma: float = 0.95,
-                      weight: float = 1.0) -> list[list]:
+                      weight: float = 1.0, step_return: str = "win") -> list[list]:
     "Set `.advantage` (and, for gigpo, `.step_advantages`) on every trajectory, group by group; returns the groups."
     from alfworld_rl.rl import advantages as A
     if advantage not in ADVANTAGES: raise ValueError(f"advantage must be one of {ADVANTAGES}, got {advantage!r}")
@@ -68,7 +68,8 @@ def assign_advantages(trajectories, advantage: str = "grpo", norm: str = "mean",
         for t, a in zip(scored, episode): t.advantage = a
         if advantage == "gigpo":
             per_step = A.gigpo([t.reward for t in scored], [[s.anchor_observation for s in t.steps] for t in scored],
-                               [A.step_rewards_of_trajectory(t) for t in scored], gamma=gamma, weight=weight, norm=norm)
+                               [A.step_rewards_of_trajectory(t) for t in scored], gamma=gamma, weight=weight, norm=norm,
+                               step_return=step_return)
             for t, adv in zip(scored, per_step): t.step_advantages = [float(a) for a in adv]
     return groups
 

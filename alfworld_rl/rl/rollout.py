@@ -8,9 +8,9 @@ from ..core import UserError
 from . import protocol as P
 
 # %% auto #0
-__all__ = ['CONTEXTS', 'STOP_REASONS', 'INVALID_PENALTY', 'ROLLOUT_CONTEXT', 'RolloutConfig', 'sample_seed', 'anchor_state',
-           'StepRecord', 'Trajectory', 'trajectory_reward', 'group_advantages', 'RolloutBatch', 'rollout_games',
-           'run_sync', 'run_rollout']
+__all__ = ['CONTEXTS', 'STOP_REASONS', 'WIN_REWARD', 'INVALID_PENALTY', 'ROLLOUT_CONTEXT', 'RolloutConfig', 'sample_seed',
+           'anchor_state', 'StepRecord', 'Trajectory', 'trajectory_reward', 'is_invalid', 'step_reward',
+           'group_advantages', 'RolloutBatch', 'rollout_games', 'run_sync', 'run_rollout']
 
 # %% ../../nbs/rl/21_rollout.ipynb #b62942a6
 from ..settings import ROLLOUT, configuration, check_settings, check_turn_budget
@@ -39,7 +39,7 @@ def anchor_state(observation: str, admissible: list[str]) -> str:
 
 # %% ../../nbs/rl/21_rollout.ipynb #f6fcae38
 STOP_REASONS = ("won", "environment_done", "max_steps", "trajectory_too_long", "env_error")
-INVALID_PENALTY = 0.1
+WIN_REWARD, INVALID_PENALTY = 1.0, 0.1   # the reference recipe; `--win-reward` and `--invalid-penalty` change them
 
 @dataclass
 class StepRecord:
@@ -63,6 +63,7 @@ class StepRecord:
     env_error: str | None = None       # the environment failed on this step (not counted as invalid)
     anchor_observation: str = ""       # the state the agent acted in, as `anchor_state` keys it (GiGPO's anchor)
     prompt_tokens: list[int] | None = None   # window context: this turn's own prompt
+    reward: float = 0.0                # this step's share of the trajectory reward (`step_reward`)
 
     def to_record(self) -> dict:
         "JSON-ready dict (token ids and logprobs included)."
@@ -112,7 +113,7 @@ class Trajectory:
                 "steps": [{"turn": s.turn, "action": s.action, "text": s.text, "valid_format": s.valid_format,
                            "format_error": s.format_error, "admissible": s.admissible, "status": s.status,
                            "observation": s.observation, "done": s.done, "won": s.won,
-                           "prompt_length": s.prompt_length, "completion_length": len(s.completion_tokens),
+                           "prompt_length": s.prompt_length, "completion_length": len(s.completion_tokens), "reward": s.reward,
                            "advantage": self.advantage_of_step(t) if self.advantage is not None else None}
                           for t, s in enumerate(self.steps)],
                 "won": self.won, "truncated": self.truncated, "stop_reason": self.stop_reason, "error": self.error,
@@ -120,10 +121,19 @@ class Trajectory:
                 "advantage": self.advantage, "context": self.context, "num_tokens": self.num_tokens(),
                 "num_assistant_tokens": sum(len(s.completion_tokens) for s in self.steps)}
 
-def trajectory_reward(won: bool, invalid_action_count: int) -> float:
-    "`1[won] - 0.1 * invalid actions`, rounded so that e.g. 1 - 3 * 0.1 is exactly 0.7."
+def trajectory_reward(won: bool, invalid_action_count: int, win_reward: float = WIN_REWARD,
+                      invalid_penalty: float = INVALID_PENALTY) -> float:
+    "`win_reward * 1[won] - invalid_penalty * invalid actions`, rounded so that e.g. 1 - 3 * 0.1 is exactly 0.7."
     if invalid_action_count < 0: raise ValueError(f"invalid_action_count must be >= 0, got {invalid_action_count}")
-    return round(float(bool(won)) - INVALID_PENALTY * invalid_action_count, 10)
+    return round(win_reward * bool(won) - invalid_penalty * invalid_action_count, 10)
+
+def is_invalid(step) -> bool:
+    "Whether a step counts as an invalid action: a malformed call, or a refused command the environment did not fail on."
+    return (not step.valid_format) or (not step.admissible and step.env_error is None)
+
+def step_reward(won: bool, invalid: bool, win_reward: float = WIN_REWARD, invalid_penalty: float = INVALID_PENALTY) -> float:
+    "One step's reward, `win_reward * 1[won] - invalid_penalty * 1[invalid]`; a trajectory's rewards add up to its reward."
+    return trajectory_reward(won, int(bool(invalid)), win_reward, invalid_penalty)
 
 def group_advantages(rewards: list[float]) -> list[float]:
     "`reward - mean(reward of the group)` (no std division); exact zeros when all rewards are equal."
@@ -287,9 +297,9 @@ class _Runner:
                 traj.assistant_mask += [False] * len(obs_tokens)
         except _EnvError as e:
             traj.stop_reason, traj.error = "env_error", str(e)
-        traj.invalid_action_count = sum((not s.valid_format) or (not s.admissible and s.env_error is None)
-                                        for s in traj.steps)
-        traj.reward = trajectory_reward(traj.won, traj.invalid_action_count)
+        for s in traj.steps: s.reward = step_reward(s.won, is_invalid(s), c.win_reward, c.invalid_penalty)
+        traj.invalid_action_count = sum(is_invalid(s) for s in traj.steps)
+        traj.reward = trajectory_reward(traj.won, traj.invalid_action_count, c.win_reward, c.invalid_penalty)
         self.done(traj)
         return traj
 

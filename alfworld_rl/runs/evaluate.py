@@ -4,7 +4,7 @@
 
 # %% ../../nbs/runs/44_evaluate.ipynb #4ebb698a
 from __future__ import annotations
-import asyncio, json, os, sys
+import asyncio, json, math, os, sys
 from dataclasses import dataclass, asdict, fields, InitVar
 from pathlib import Path
 from types import SimpleNamespace
@@ -16,10 +16,11 @@ from ..settings import (Setting, configuration, pick, integer, one_of, bad, chec
 # %% auto #0
 __all__ = ['SPLITS', 'SPLIT_CHOICES', 'EVALUATION', 'OUTPUT', 'SAMPLING', 'RESULT_SETTINGS', 'EVAL_METRICS', 'EvalConfig',
            'validate_eval_config', 'result_settings', 'prepare_output', 'finished_game_ids', 'trajectory_record',
-           'split_metrics', 'summarize_records', 'print_metrics', 'summary_record', 'stop_reason_counts',
-           'invalid_action_breakdown', 'steps_to_success', 'render_transcript', 'select_games', 'with_broken_games',
-           'report_env_errors', 'rollout_config', 'evaluate_games', 'make_sampling_client', 'evaluate',
-           'log_to_swanlab', 'report_template', 'execute_report', 'cli_eval_parser', 'config_from_args', 'cli_eval']
+           'success_standard_error', 'split_metrics', 'summarize_records', 'print_metrics', 'summary_record',
+           'stop_reason_counts', 'invalid_action_breakdown', 'steps_to_success', 'render_transcript', 'select_games',
+           'with_broken_games', 'report_env_errors', 'rollout_config', 'evaluate_games', 'make_sampling_client',
+           'evaluate', 'log_to_swanlab', 'report_template', 'execute_report', 'cli_eval_parser', 'config_from_args',
+           'cli_eval']
 
 # %% ../../nbs/runs/44_evaluate.ipynb #cb872a4b
 SPLITS = ("valid_seen", "valid_unseen")
@@ -33,6 +34,8 @@ EVALUATION = {
                            "the reference commands (in train and sft --games-per-batch is games per update)",
                            integer(1), aliases=("--games-per-batch",)),
     "limit_per_split": Setting(int, None, "evaluate only the first N games of each split", integer(1), optional=True),
+    "episodes_per_game": Setting(int, 1, "episodes played on each game, each with its own sampling seeds (success rates "
+                                 "are means over episodes; their standard error is taken over games)", integer(1, 1000)),
 }
 OUTPUT = {
     "output": Setting(str, None, "JSONL file to write (default: eval_results/<model>-eval.jsonl)", optional=True),
@@ -44,7 +47,8 @@ OUTPUT = {
     "report": Setting(bool, True, "execute the report notebook into <runs dir>/<run name>/eval.ipynb"),
 }
 SAMPLING = pick(ROLLOUT, "temperature", "top_p", "seed", "max_episode_steps", "max_trajectory_tokens",
-                "max_assistant_tokens", "include_admissible_actions", "context", "history_length", "engine")
+                "max_assistant_tokens", "include_admissible_actions", "context", "history_length", "engine",
+                "win_reward", "invalid_penalty")
 
 @configuration(MODEL, EVALUATION, SAMPLING, pick(DATA, "data_root"), LOGGING, OUTPUT,
                temperature=dict(default=0.01), seed=dict(default=42, help="sampling seed"),
@@ -73,7 +77,7 @@ class EvalConfig:
 # The settings that change what a trajectory is; a resumed file must have been written with the same ones.
 RESULT_SETTINGS = ("base_model", "model_path", "temperature", "top_p", "seed", "max_episode_steps",
                    "max_trajectory_tokens", "max_assistant_tokens", "include_admissible_actions", "context",
-                   "history_length")
+                   "history_length", "win_reward", "invalid_penalty", "episodes_per_game")
 
 # %% ../../nbs/runs/44_evaluate.ipynb #edce2a44
 def validate_eval_config(c: EvalConfig) -> EvalConfig:
@@ -114,9 +118,12 @@ def prepare_output(c: EvalConfig) -> list[dict]:
                             status=2)
     return records
 
-def finished_game_ids(records: list[dict]) -> set[str]:
-    "Ids of the games that already have a trajectory record."
-    return {r["game_id"] for r in records if r.get("type") == "trajectory"}
+def finished_game_ids(records: list[dict], episodes_per_game: int = 1) -> set[str]:
+    "Ids of the games that already have all `episodes_per_game` of their trajectory records (one per branch)."
+    branches: dict[str, set] = {}
+    for r in records:
+        if r.get("type") == "trajectory": branches.setdefault(r["game_id"], set()).add(r.get("branch", 0))
+    return {g for g, b in branches.items() if len(b) >= episodes_per_game}
 
 # %% ../../nbs/runs/44_evaluate.ipynb #975446e9
 def trajectory_record(traj, c: EvalConfig) -> dict:
@@ -143,13 +150,24 @@ def _as_trajectory(rec: dict) -> SimpleNamespace:
                            advantage=0.0, truncated=bool(rec["truncated"]),
                            invalid_action_count=int(rec["invalid_action_count"]), steps=steps)
 
+def success_standard_error(records: list[dict]) -> float:
+    "Standard error of the success rate over games: the sample SD of the per-game success fractions / sqrt(games)."
+    per_game: dict[str, list[bool]] = {}
+    for r in records: per_game.setdefault(r["game_id"], []).append(bool(r["won"]))
+    fractions = [sum(w) / len(w) for w in per_game.values()]
+    n = len(fractions)
+    if n < 2: return 0.0
+    mean = math.fsum(fractions) / n
+    return math.sqrt(math.fsum((f - mean) ** 2 for f in fractions) / (n - 1) / n)
+
 def split_metrics(records: list[dict], split: str) -> dict[str, float]:
     "The `eval/<split>/...` metrics of `records` (all of which belong to `split`)."
     from alfworld_rl.rl.ppo import rollout_metrics
     records = sorted(records, key=lambda r: r["game_id"])
     m = rollout_metrics([_as_trajectory(r) for r in records])
-    out = {f"eval/{split}/games": len(records)}
+    out = {f"eval/{split}/games": len({r["game_id"] for r in records}), f"eval/{split}/episodes": len(records)}
     for name in EVAL_METRICS: out[f"eval/{split}/{name}"] = float(m[name])
+    out[f"eval/{split}/success_rate_se"] = success_standard_error(records)
     out[f"eval/{split}/env_errors"] = sum(1 for r in records if r.get("stop_reason") == "env_error")   # counted as losses
     for k, v in m.items():
         if k.startswith("success_rate/"): out[f"eval/{split}/{k}"] = float(v)
@@ -257,13 +275,13 @@ def report_env_errors(records: list[dict], out) -> None:
 
 # %% ../../nbs/runs/44_evaluate.ipynb #44625857
 def rollout_config(c: EvalConfig):
-    "The rollout engine's settings for an evaluation: one branch per game."
+    "The rollout engine's settings for an evaluation: one branch per episode of a game (branch seeds differ)."
     from alfworld_rl.rl.rollout import RolloutConfig
     from alfworld_rl.settings import project
-    return project(RolloutConfig, c, group_size=1)
+    return project(RolloutConfig, c, group_size=c.episodes_per_game)
 
 async def evaluate_games(sampling_client, tokenizer, games: list, c: EvalConfig, progress=None) -> list[dict]:
-    "Play each game once, at most `concurrency` at a time; append each record to the output as it ends."
+    "Play each game `episodes_per_game` times, at most `concurrency` games at a time; append its records as it ends."
     from alfworld_rl.rl.rollout import rollout_games
     rc, out = rollout_config(c), c.output_path()
     slots = asyncio.Semaphore(c.concurrency)
@@ -271,12 +289,12 @@ async def evaluate_games(sampling_client, tokenizer, games: list, c: EvalConfig,
     async def one(game):
         async with slots:
             batch = await rollout_games(sampling_client, tokenizer, [game], rc)
-        rec = trajectory_record(batch.trajectories[0], c)
-        append_jsonl(out, rec)
-        if progress is not None: progress(rec)
-        return rec
+        recs = [trajectory_record(t, c) for t in batch.trajectories]
+        for rec in recs: append_jsonl(out, rec)
+        if progress is not None: progress(recs)
+        return recs
 
-    return list(await asyncio.gather(*(one(g) for g in games)))
+    return [rec for recs in await asyncio.gather(*(one(g) for g in games)) for rec in recs]
 
 # %% ../../nbs/runs/44_evaluate.ipynb #e62d778c
 def make_sampling_client(c: EvalConfig):
@@ -302,24 +320,25 @@ def _evaluate(c: EvalConfig, sampling_client=None, tokenizer=None, show_progress
     done_records = prepare_output(c)
     broken = []
     games = select_games(c, broken)
-    done = finished_game_ids(done_records)
+    done = finished_game_ids(done_records, c.episodes_per_game)
     todo = [g for g in games if g.id not in done]
     wanted = {g.id for g in games}
-    old = [r for r in done_records if r.get("type") == "trajectory" and r["game_id"] in wanted]
+    old = [r for r in done_records if r.get("type") == "trajectory" and r["game_id"] in wanted and r["game_id"] in done]
     summary = with_broken_games(summary_record(c, old), c, broken) if not todo else None
     if summary is not None and done_records and done_records[-1] == summary:
-        print(f"{out} is already complete ({len(old)} games); nothing to do", file=sys.stderr)
+        print(f"{out} is already complete ({len(done & wanted)} games); nothing to do", file=sys.stderr)
         return summary
-    if any(r.get("type") == "summary" for r in done_records):   # a file holds one summary, at the end
-        rewrite_jsonl(out, [r for r in done_records if r.get("type") != "summary"])
+    # a file holds one summary, at the end; a game whose episodes were cut short is played again in full
+    keep = [r for r in done_records if r.get("type") != "summary" and (r.get("type") != "trajectory" or r["game_id"] in done)]
+    if len(keep) != len(done_records): rewrite_jsonl(out, keep)
     if todo:
         if sampling_client is None: sampling_client, tokenizer = make_sampling_client(c)
         if c.overwrite_output and out.exists(): out.unlink()
         from tqdm.auto import tqdm
         bar = tqdm(total=len(games), initial=len(games) - len(todo), desc="eval games", unit="game",
                    disable=not show_progress)
-        def progress(rec):
-            bar.update(1); bar.set_postfix(won=rec["won"], refresh=False)
+        def progress(recs):
+            bar.update(1); bar.set_postfix(won=f"{sum(r['won'] for r in recs)}/{len(recs)}", refresh=False)
         try: new = _run_sync(evaluate_games(sampling_client, tokenizer, todo, c, progress))
         finally: bar.close()
     else: new = []

@@ -243,7 +243,8 @@ class Trainer:
         progress(0)
         t = time.perf_counter()
         batch = run_rollout(sampler, self.tokenizer, games, rc, progress=progress)
-        assign_advantages(batch.trajectories, c.advantage, c.advantage_norm, c.gamma, c.step_advantage_weight)
+        assign_advantages(batch.trajectories, c.advantage, c.advantage_norm, c.gamma, c.step_advantage_weight,
+                          c.step_return)
         self.timings["time/rollout_s"] = time.perf_counter() - t
         check_env_errors(batch.trajectories, self.current)
         return batch

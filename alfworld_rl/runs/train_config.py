@@ -14,8 +14,9 @@ from ..settings import (Setting, configuration, pick, integer, number, one_of, f
 
 # %% auto #0
 __all__ = ['ADVANTAGE', 'PPO', 'PRICES', 'TRIO_MAX_TRAJECTORIES', 'TRIO_MAX_TRAJECTORY_TOKENS', 'RESUME_MAY_CHANGE',
-           'TrainConfig', 'check_method_flags', 'validate_config', 'add_train_arguments', 'given_settings',
-           'run_started', 'load_run_config', 'config_differences', 'save_run_config', 'resolve_train_config']
+           'SAVED_BEFORE', 'TrainConfig', 'check_method_flags', 'validate_config', 'add_train_arguments',
+           'given_settings', 'run_started', 'load_run_config', 'config_differences', 'save_run_config',
+           'resolve_train_config']
 
 # %% ../../nbs/runs/40_train_config.ipynb #801513c9
 ADVANTAGE = {
@@ -28,6 +29,9 @@ ADVANTAGE = {
                      number("in [0, 1]", lambda v: 0 <= v <= 1)),
     "step_advantage_weight": Setting(float, 1.0, "--advantage gigpo: weight w of the step advantage in "
                                      "A = A_episode + w * A_step", number("a finite number >= 0", lambda v: v >= 0)),
+    "step_return": Setting(str, "win", "--advantage gigpo: the later rewards a step's return counts: win (its own "
+                           "reward and the discounted later win) or all (every later reward, penalties included, "
+                           "as verl-agent)", one_of("alfworld_rl.rl.advantages:STEP_RETURNS")),
 }
 PPO = {
     "ppo_clip_low": Setting(float, 0.8, "lower bound of PPO's ratio clip",
@@ -113,6 +117,9 @@ def run_started(run_dir: str | os.PathLike) -> bool:
     run_dir = Path(run_dir)
     return any((run_dir / n).exists() and (run_dir / n).stat().st_size > 0 for n in ("metrics.jsonl", "checkpoints.jsonl"))
 
+# Settings whose default changed after runs were saved without them: the value such a run was made with.
+SAVED_BEFORE = {"step_return": "all"}
+
 def load_run_config(run_dir: str | os.PathLike) -> TrainConfig:
     "The `TrainConfig` saved in `run_dir/config.json`."
     path = Path(run_dir) / "config.json"
@@ -120,7 +127,8 @@ def load_run_config(run_dir: str | os.PathLike) -> TrainConfig:
     from alfworld_rl.core import read_json_object
     saved = read_json_object(path)              # a corrupt file: one line naming it and the line
     known = {f.name for f in fields(TrainConfig)}
-    return TrainConfig(**{k: v for k, v in saved.items() if k in known})
+    before = {k: v for k, v in SAVED_BEFORE.items() if k not in saved}   # a run from before a setting keeps its old rule
+    return TrainConfig(**{**before, **{k: v for k, v in saved.items() if k in known}})
 
 def config_differences(saved, new) -> list[str]:
     "Flags whose values differ between two configurations of one class (`train`'s or `sft`'s), ignoring those a resume may change."
