@@ -10,10 +10,11 @@ from typing import Any, Callable
 from .core import UserError
 
 # %% auto #0
-__all__ = ['SWANLAB_MODES', 'ENGINES', 'NAME_RE', 'MODEL', 'DATA', 'SCHEDULE', 'ROLLOUT', 'OPTIMIZER', 'LOGGING', 'RUN_DIR',
-           'Rule', 'integer', 'number', 'one_of', 'matches', 'Setting', 'flag', 'bad', 'check_value', 'pick',
-           'configuration', 'settings_of', 'project', 'check_settings', 'check_some', 'check_turn_budget',
-           'add_arguments', 'given', 'config_from_flags', 'to_parameters', 'from_parameters']
+__all__ = ['BACKENDS', 'DTYPE_CHOICES', 'GRADIENT_CHECKPOINTING', 'DEVICE_PATTERN', 'SWANLAB_MODES', 'ENGINES', 'NAME_RE',
+           'MODEL', 'DATA', 'SCHEDULE', 'ROLLOUT', 'OPTIMIZER', 'LOGGING', 'RUN_DIR', 'Rule', 'integer', 'number',
+           'one_of', 'matches', 'Setting', 'flag', 'bad', 'check_value', 'pick', 'configuration', 'settings_of',
+           'project', 'check_settings', 'check_some', 'check_turn_budget', 'add_arguments', 'given',
+           'config_from_flags', 'to_parameters', 'from_parameters']
 
 # %% ../nbs/03_settings.ipynb #8a0850b0
 def _is_int(v) -> bool:
@@ -92,7 +93,12 @@ def check_value(name: str, s: Setting, value) -> None:
     if s.rule is not None and not s.rule.ok(value): raise bad(name, s.rule.words(), value)
 
 # %% ../nbs/03_settings.ipynb #0c2d3a9c
-from .backends.service import BACKENDS, DEVICE_PATTERN, DTYPE_CHOICES, GRADIENT_CHECKPOINTING
+# The choices that a lower layer owns are named, not imported ("module:NAME", read on first use), so that this
+# module imports nothing below the foundation; `one_of` checks them all the same.
+BACKENDS = "alfworld_rl.backends.service:BACKENDS"
+DTYPE_CHOICES = "alfworld_rl.backends.service:DTYPE_CHOICES"
+GRADIENT_CHECKPOINTING = "alfworld_rl.backends.service:GRADIENT_CHECKPOINTING"
+DEVICE_PATTERN = r"auto|cpu|cuda(:\d+)?"       # what --device and --sampler-device accept
 SWANLAB_MODES = ("online", "local", "offline", "disabled")
 ENGINES = ("textworld", "fast")
 NAME_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9_-])?$")   # PyTRIO's rule for names in checkpoint paths

@@ -427,6 +427,29 @@ def test_gradient_checkpointing_gives_the_same_loss_and_gradients(svc, base_samp
     for x, y in zip(ga, gb): torch.testing.assert_close(x, y, rtol=1e-4, atol=1e-7)
 
 
+def test_head_only_where_used_gives_the_same_loss_gradients_and_reported_logprobs(svc, base_sampler, prompt):
+    """By default the client computes the head only at positions with a loss or a sampler logprob: the same loss,
+    agreement metrics, LoRA gradients and logprobs there as `all_logprobs=True`, and 0 at the prompt positions."""
+    seqs = [sample(base_sampler, prompt[: n], seed=i, max_tokens=8) for i, n in enumerate((len(prompt), len(prompt), 80))]
+    data = [policy_datum(prompt[: n], s, a) for n, s, a in zip((len(prompt), len(prompt), 80), seqs, (1.0, 0.0, 0.7))]
+    results = []
+    for every in (True, False):
+        tc = svc.create_lora_training_client("tiny-qwen3", rank=4, seed=3, all_logprobs=every)
+        with torch.no_grad():
+            for p in tc.params: p.add_(0.05 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())))
+        results.append((tc.forward_backward(data, "ppo", CLIP).result(timeout=120), lora_grads(tc)))
+    (a, ga), (b, gb) = results
+    for key in ("loss_sum", "train/logprob_diff_abs_mean", "train/clip_fraction", "train/sampled_tokens"):
+        assert math.isclose(a.metrics[key], b.metrics[key], rel_tol=1e-5, abs_tol=1e-6), key
+    for d, x, y in zip(data, a.loss_fn_outputs, b.loss_fn_outputs):
+        full, part = torch.tensor(x["logprobs"].tolist()), torch.tensor(y["logprobs"].tolist())
+        sampled = torch.tensor(d.loss_fn_inputs["logprobs"].tolist()) != 0     # the reply (datum 2's advantage is 0)
+        torch.testing.assert_close(part[sampled], full[sampled], atol=1e-5, rtol=0)
+        assert (part[~sampled] == 0).all() and (full[~sampled][1:] != 0).all()
+    assert sum(g.abs().sum() for g in ga) > 0
+    for x, y in zip(ga, gb): torch.testing.assert_close(x, y, rtol=1e-4, atol=1e-7)
+
+
 def test_memory_settings(tmp_path):
     """--prefix-cache-gb sets the sampler's prefix-cache budget (1 GiB on the CPU by default); --gradient-checkpointing
     auto is off on the CPU; both are settings of train and eval with their rules."""

@@ -44,8 +44,9 @@ def token_losses(loss_fn: str, logprobs: torch.Tensor, old_logprobs: torch.Tenso
 
 # %% ../../nbs/backends/35_local_trainer.ipynb #063379ee
 def target_logprobs(causal_lm, inputs: list[list[int]], targets: list[torch.Tensor], pad_id: int = 0,
-                    chunk_elems: int = 2**24, needed: list[torch.Tensor] | None = None) -> list[torch.Tensor]:
-    "Logprob of each target under `causal_lm` for every (input, target) pair, as float32 tensors (-100 -> 0); gradients only where `needed`."
+                    chunk_elems: int = 2**24, needed: list[torch.Tensor] | None = None,
+                    reported: list[torch.Tensor] | None = None) -> list[torch.Tensor]:
+    "Logprob of each target under `causal_lm` for every (input, target) pair, as float32 tensors (-100 -> 0); gradients only where `needed`, and only the `reported` positions computed (0 elsewhere) when given."
     from torch.utils.checkpoint import checkpoint
     dev = next(causal_lm.parameters()).device
     B, L = len(inputs), max(len(x) for x in inputs)
@@ -59,17 +60,29 @@ def target_logprobs(causal_lm, inputs: list[list[int]], targets: list[torch.Tens
     hidden = backbone_hidden(backbone, inputs, pad_id)
 
     def chunk_lp(h, t): return head(h).float().log_softmax(-1).gather(-1, t[..., None])[..., 0]
-    step = max(1, chunk_elems // (B * head.weight.shape[0]))
+    def where(rows):                                       # per-row position masks as one [B, L] mask
+        m = torch.zeros(B, L, dtype=torch.bool, device=dev)
+        for i, r in enumerate(rows): m[i, :len(r)] = r.to(dev)
+        return m
     grad = torch.is_grad_enabled()
-    parts = []
     with torch.set_grad_enabled(grad and needed is None):  # with `needed`, the other positions are only reported
-        for s in range(0, L, step):
-            h, t = hidden[:, s:s + step], tgt[:, s:s + step]
-            parts.append(checkpoint(chunk_lp, h, t, use_reentrant=False) if torch.is_grad_enabled() else chunk_lp(h, t))
-    lp = torch.cat(parts, 1)
+        if reported is None:                               # every position, in chunks of positions
+            step, parts = max(1, chunk_elems // (B * head.weight.shape[0])), []
+            for s in range(0, L, step):
+                h, t = hidden[:, s:s + step], tgt[:, s:s + step]
+                parts.append(checkpoint(chunk_lp, h, t, use_reentrant=False) if torch.is_grad_enabled() else chunk_lp(h, t))
+            lp = torch.cat(parts, 1)
+        else:                                              # the reported positions only, gathered, in chunks of rows
+            rep = where(reported)
+            h_rep, t_rep = hidden[rep], tgt[rep]
+            step, parts = max(1, chunk_elems // head.weight.shape[0]), []
+            for s in range(0, len(t_rep), step):
+                h, t = h_rep[s:s + step], t_rep[s:s + step]
+                parts.append(checkpoint(chunk_lp, h, t, use_reentrant=False) if torch.is_grad_enabled() else chunk_lp(h, t))
+            lp = torch.zeros(B, L, dtype=torch.float32, device=dev).masked_scatter(
+                rep, torch.cat(parts) if parts else torch.zeros(0, device=dev))
     if grad and needed is not None:                        # the loss positions again, with their graph
-        need = torch.zeros(B, L, dtype=torch.bool, device=dev)
-        for i, n in enumerate(needed): need[i, :len(n)] = n.to(dev)
+        need = where(needed)
         lp = lp.masked_scatter(need, chunk_lp(hidden[need], tgt[need]))
     return [lp[i, :len(x)] * (targets[i].to(dev) != -100) for i, x in enumerate(inputs)]
 
@@ -210,10 +223,11 @@ class _ClientCore:
     def __init__(self, service, base_model: str, rank: int = 32, seed: int | None = None, train_mlp: bool = True,
                  train_attn: bool = True, train_unembed: bool = True, lora_alpha: float | None = None,
                  target_modules: list[str] | None = None, microbatch_tokens: int = 16384,
-                 gradient_checkpointing: bool = False):
+                 gradient_checkpointing: bool = False, all_logprobs: bool = False):
         if not isinstance(rank, int) or rank not in range(4, 65):
             raise ValidationError(f"rank must be in [4, 64]. Got {rank}", code="validation.invalid_lora_rank")
         self.service, self.base_model, self.microbatch_tokens = service, base_model, microbatch_tokens
+        self.all_logprobs = bool(all_logprobs)   # report every position's logprob (else: loss and sampled positions, 0 elsewhere)
         self.seed = seed if seed is not None else secrets.randbelow(2**31)
         if not (train_mlp or train_attn or train_unembed or target_modules):
             raise ValidationError("at least one of train_mlp, train_attn, train_unembed must be true",
@@ -277,6 +291,12 @@ def _loss_positions(sample, name: str, auto_shift: bool) -> torch.Tensor:
     values = sample.weights if name == "cross_entropy" else sample.advantages
     return _shift(values, auto_shift, "cpu") != 0
 
+def _reported_positions(sample, name: str, auto_shift: bool) -> torch.Tensor:
+    "The positions whose logprob a call reports: the loss positions and those that carry a sampler logprob."
+    positions = _loss_positions(sample, name, auto_shift)
+    if name != "cross_entropy": positions |= _shift(sample.logprobs, auto_shift, "cpu") != 0
+    return positions
+
 def _shift(values, auto_shift: bool, dev) -> torch.Tensor:
     "Per-target values as a float tensor, moved one left when `auto_shift` (matching the shifted targets)."
     t = torch.tensor(values, dtype=torch.float32, device=dev)
@@ -306,8 +326,10 @@ class _LossOps:
                 if auto_shift: t = torch.cat([t[1:], torch.tensor([-100])])      # position p predicts target p + 1
                 inputs.append(samples[i].model_input.to_ints()); targets.append(t)
             with torch.set_grad_enabled(backward):
-                lps = target_logprobs(self.peft, inputs, targets, self.pad_id, needed=[_loss_positions(samples[i], name, auto_shift)
-                                                                                       for i in group])
+                lps = target_logprobs(self.peft, inputs, targets, self.pad_id,
+                                      needed=[_loss_positions(samples[i], name, auto_shift) for i in group],
+                                      reported=None if self.all_logprobs else
+                                      [_reported_positions(samples[i], name, auto_shift) for i in group])
                 group_loss = torch.zeros((), device=dev)
                 for i, t, lp in zip(group, targets, lps):
                     s, active = samples[i], (t != -100).to(dev)

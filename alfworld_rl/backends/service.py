@@ -10,15 +10,14 @@ from pathlib import Path
 from ..core import UserError
 
 # %% auto #0
-__all__ = ['DEFAULT_CHECKPOINT_ROOT', 'BACKENDS', 'DTYPE_CHOICES', 'DEVICE_PATTERN', 'GRADIENT_CHECKPOINTING',
-           'resolve_gradient_checkpointing', 'LocalServiceClient', 'make_service_client']
+__all__ = ['DEFAULT_CHECKPOINT_ROOT', 'BACKENDS', 'DTYPE_CHOICES', 'GRADIENT_CHECKPOINTING', 'resolve_gradient_checkpointing',
+           'LocalServiceClient', 'make_service_client']
 
 # %% ../../nbs/backends/37_service.ipynb #38ddae9b
 DEFAULT_CHECKPOINT_ROOT = Path("runs") / "local-checkpoints"
 BACKENDS = ("local", "trio")
 DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16")
 
-DEVICE_PATTERN = r"auto|cpu|cuda(:\d+)?"       # what --device and --sampler-device accept (the settings check it)
 
 GRADIENT_CHECKPOINTING = ("auto", "on", "off")
 
@@ -75,12 +74,13 @@ class LocalServiceClient:
     def create_lora_training_client(self, base_model: str, rank: int = 32, seed: int | None = None,
                                     train_mlp: bool = True, train_attn: bool = True, train_unembed: bool = True, *,
                                     lora_alpha: float | None = None, target_modules: list[str] | None = None,
-                                    microbatch_tokens: int = 16384, gradient_checkpointing: bool | None = None):
+                                    microbatch_tokens: int = 16384, gradient_checkpointing: bool | None = None,
+                                    all_logprobs: bool = False):
         "A new LoRA training client on `base_model` (`gradient_checkpointing` None: the service's setting)."
         from alfworld_rl.backends.local_trainer import LocalTrainingClient
         tc = LocalTrainingClient(self, base_model, rank, seed, train_mlp, train_attn, train_unembed,
                                  lora_alpha=lora_alpha, target_modules=target_modules,
-                                 microbatch_tokens=microbatch_tokens,
+                                 microbatch_tokens=microbatch_tokens, all_logprobs=all_logprobs,
                                  gradient_checkpointing=self.gradient_checkpointing if gradient_checkpointing is None
                                  else gradient_checkpointing)
         self._clients.add(tc)

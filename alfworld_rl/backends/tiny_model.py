@@ -267,7 +267,7 @@ def tiny_qwen3_path() -> Path:
     "The cached `tiny-qwen3` directory, built on first use."
     return build_tiny_qwen3()
 
-MINI_BASE_NAME = "mini-base"   # the pretrained mini base model shipped in the repository (see 59_mini_model)
+MINI_BASE_NAME = "mini-base"   # the pretrained mini base model shipped in the repository (see mini/50_pretrain)
 
 def mini_base_path() -> Path:
     "Where the shipped base model lives: `models/mini-base` at the repository root."

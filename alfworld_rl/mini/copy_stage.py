@@ -6,27 +6,12 @@
 from __future__ import annotations
 import json, os, random, time
 from pathlib import Path
+from ..rl.protocol import object_token_ids, rename_objects
 
 # %% auto #0
-__all__ = ['object_token_ids', 'rename_objects', 'replies_with', 'take_states', 'copy_rate', 'base_copy_rate', 'train_copy_stage']
+__all__ = ['replies_with', 'take_states', 'copy_rate', 'base_copy_rate', 'train_copy_stage']
 
 # %% ../../nbs/mini/51_copy_stage.ipynb #1a1e42fc
-def object_token_ids(tokenizer) -> list[int]:
-    "Ids of the portable ALFRED object names (what a `take` can name) that are a single token of `tokenizer`."
-    from alfworld_rl.env.scenes import alfred_constants
-    names = sorted({o.lower() for held in alfred_constants().VAL_RECEPTACLE_OBJECTS.values() for o in held})
-    encoded = (tokenizer.encode(" " + name, add_special_tokens=False) for name in names)
-    return sorted({ids[0] for ids in encoded if len(ids) == 1})
-
-def rename_objects(row: tuple[list[int], list[int]], ids: list[int], rng: random.Random,
-                   start: int = 0) -> tuple[list[int], list[int]]:
-    "`row` (tokens, mask) with the object names in `ids` from position `start` on permuted by one random bijection."
-    tokens, mask = row
-    shuffled = list(ids)
-    rng.shuffle(shuffled)
-    new_name = dict(zip(ids, shuffled))
-    return list(tokens[:start]) + [new_name.get(t, t) for t in tokens[start:]], list(mask)
-
 def replies_with(rows: list, token_id: int) -> list:
     "The rows whose reply (the positions of the assistant mask) contains `token_id`."
     return [row for row in rows if any(m and t == token_id for t, m in zip(*row))]
@@ -73,7 +58,7 @@ def train_copy_stage(model_dir: str | os.PathLike, games: list, s, progress: boo
                      record_name: str = "pretrain-copy.json") -> dict:
     "Play `games` (uniform and task-word), then train on batches of renamed `take` turns and plain task-word turns; returns and saves the record."
     from alfworld_rl.backends.local_models import load_tokenizer
-    from alfworld_rl.mini.base_model import window_turns, turn_windows, train_rows
+    from alfworld_rl.mini.pretrain import window_turns, turn_windows, train_rows
     model_dir = Path(model_dir)
     tokenizer = load_tokenizer(str(model_dir))
     start = tokenizer.convert_tokens_to_ids("<|im_start|>")

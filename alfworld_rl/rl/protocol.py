@@ -11,7 +11,8 @@ __all__ = ['TOOL_NAME', 'TOOL_SCHEMA', 'SYSTEM_PROMPT', 'STATUS_EXECUTED', 'STAT
            'STATUS_COMPLETED', 'STATUS_FAILED', 'STATUSES', 'INVALID_CALL_ACTION', 'format_admissible',
            'first_user_message', 'step_line', 'tool_message', 'count_status', 'history_block', 'window_message',
            'window_messages', 'ToolCall', 'parse_tool_call', 'format_tool_call', 'ChatTemplateError', 'render_text',
-           'encode', 'call_opening_tokens', 'initial_messages', 'render_prompt', 'TurnTemplate', 'turn_template']
+           'encode', 'call_opening_tokens', 'initial_messages', 'render_prompt', 'TurnTemplate', 'turn_template',
+           'object_token_ids', 'rename_objects']
 
 # %% ../../nbs/rl/20_protocol.ipynb #22726217
 TOOL_NAME = "alfworld_step"
@@ -316,3 +317,20 @@ def turn_template(tokenizer) -> TurnTemplate:
     key = (id(tokenizer), tokenizer.chat_template)
     if key not in _TURN_TEMPLATES: _TURN_TEMPLATES[key] = TurnTemplate(tokenizer)
     return _TURN_TEMPLATES[key]
+
+# %% ../../nbs/rl/20_protocol.ipynb #cf493576
+def object_token_ids(tokenizer) -> list[int]:
+    "Ids of the portable ALFRED object names (what a `take` can name) that are a single token of `tokenizer`."
+    from alfworld_rl.env.scenes import alfred_constants     # the object catalogue (env layer, above this one)
+    names = sorted({o.lower() for held in alfred_constants().VAL_RECEPTACLE_OBJECTS.values() for o in held})
+    encoded = (tokenizer.encode(" " + name, add_special_tokens=False) for name in names)
+    return sorted({ids[0] for ids in encoded if len(ids) == 1})
+
+def rename_objects(row: tuple[list[int], list[int]], ids: list[int], rng: random.Random,
+                   start: int = 0) -> tuple[list[int], list[int]]:
+    "`row` (tokens, mask) with the object names in `ids` from position `start` on permuted by one random bijection."
+    tokens, mask = row
+    shuffled = list(ids)
+    rng.shuffle(shuffled)
+    new_name = dict(zip(ids, shuffled))
+    return list(tokens[:start]) + [new_name.get(t, t) for t in tokens[start:]], list(mask)

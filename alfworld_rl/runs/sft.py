@@ -164,7 +164,7 @@ class SFTRun:
         self.datums = {gid: [row_datum(r) for r in rows] for gid, rows in self.rows.items()}
         self.object_ids, self.shared_prefix = [], 0
         if c.rename_objects:
-            from alfworld_rl.mini.copy_stage import object_token_ids
+            from alfworld_rl.rl.protocol import object_token_ids
             from alfworld_rl.backends.local_trainer import common_prefix_length
             self.object_ids = object_token_ids(self.tokenizer)
             # the prefix every row shares (system prompt, tool description) keeps its names, so the trainer still shares it
@@ -195,7 +195,7 @@ class SFTRun:
         "The datums of step `step`: its games' demonstrations, each row renamed afresh under `--rename-objects`."
         games = self.batches[step - 1]
         if not self.config.rename_objects: return [d for g in games for d in self.datums[g.id]]
-        from alfworld_rl.mini.copy_stage import rename_objects
+        from alfworld_rl.rl.protocol import rename_objects
         rng = random.Random(self.config.seed * 1_000_003 + step)   # the same permutations again on resume
         return [row_datum(rename_objects(row, self.object_ids, rng, self.shared_prefix)) for g in games for row in self.rows[g.id]]
 

@@ -82,7 +82,7 @@ def validate_config(c: TrainConfig) -> TrainConfig:
         raise UserError("--swanlab-mode local needs SwanLab's dashboard (pip install 'swanlab[dashboard]'); "
                         "--swanlab-mode offline writes the run's logs without it", status=2)
     check_turn_budget(c)                       # a turn must leave room for the prompt (as the rollout checks)
-    if c.backend == "local" and (c.temperature != 1 or c.top_p != 1):   # see 21_local_sampler: what the logprobs describe
+    if c.backend == "local" and (c.temperature != 1 or c.top_p != 1):   # see backends/34_local_sampler: what the logprobs describe
         name = "temperature" if c.temperature != 1 else "top_p"
         raise bad(name, "1 for training on the local backend (its rollout logprobs are those of the full temperature-1 "
                         "distribution, which PPO's ratio is taken against)", getattr(c, name))
