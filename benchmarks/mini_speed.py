@@ -41,6 +41,20 @@ def flops_per_token(config, context: int, head: bool) -> float:
     return 2 * (layers * per_layer + (h * config.vocab_size if head else 0))
 
 
+def computed_positions(datums, budget: int) -> int:
+    "Positions the local trainer's backbone runs for `datums`: per microbatch, a shared prefix once and the padded rest."
+    from alfworld_rl.backends.local_trainer import _microbatches, common_prefix_length
+    rows = [d.model_input.to_ints() for d in datums]
+    total = 0
+    for group in _microbatches([len(r) for r in rows], budget):
+        batch = [rows[i] for i in group]
+        longest = max(len(r) for r in batch)
+        shared = min(common_prefix_length(batch), min(len(r) for r in batch) - 1) if len(batch) > 1 else 0
+        shared = shared if shared >= 64 else 0
+        total += shared + len(batch) * (longest - shared)
+    return total
+
+
 def games_for(root: Path, train: int, valid: int, seed: int = 0) -> Path:
     "Mini-style games (the recipe's task types and rooms) under `root`."
     from alfworld_rl.mini import recipe as mini
@@ -94,11 +108,13 @@ def main():
             tc.all_logprobs = every
             best[every] = min(best[every], _timed(lambda: (tc.forward_backward(datums, "ppo").result(),
                                                            tc.optim_step(pytrio.AdamParams(learning_rate=1e-6)).result())))
+    positions = computed_positions(datums, tc.microbatch_tokens)
     ctx = tokens / len(datums) / 2                             # mean attention span of a position
+    print(f"the backbone computes {positions:,} positions for these {tokens:,} tokens (shared prefixes once, padding included)")
     for every in (True, False):
-        head_tokens = tokens if every else reply
-        flops = 3 * (tokens * flops_per_token(config, ctx, False) + head_tokens * flops_per_token(config, 0, True)
-                     - head_tokens * flops_per_token(config, 0, False))
+        head_positions = positions if every else reply
+        flops = 3 * (positions * flops_per_token(config, ctx, False)
+                     + head_positions * (flops_per_token(config, 0, True) - flops_per_token(config, 0, False)))
         name = "all positions" if every else "loss and sampled positions"
         print(f"train_pass[head at {name}]: {len(datums)} datums, {tokens:,} tokens in {best[every]:.2f} s: "
               f"{tokens / best[every]:,.0f} tokens/s, ~{flops / best[every] / 1e9:.1f} GFLOP/s "

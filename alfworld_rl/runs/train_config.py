@@ -13,10 +13,10 @@ from ..settings import (Setting, configuration, pick, integer, number, one_of, f
                                   DATA, LOGGING, RUN_DIR, SWANLAB_MODES, NAME_RE)
 
 # %% auto #0
-__all__ = ['ADVANTAGE', 'PPO', 'PRICES', 'TRIO_MAX_TRAJECTORIES', 'TRIO_MAX_TRAJECTORY_TOKENS', 'RESUME_MAY_CHANGE',
-           'SAVED_BEFORE', 'TrainConfig', 'check_method_flags', 'validate_config', 'add_train_arguments',
-           'given_settings', 'run_started', 'load_run_config', 'config_differences', 'save_run_config',
-           'resolve_train_config']
+__all__ = ['ADVANTAGE', 'PPO', 'PRICES', 'TRIO_MAX_TRAJECTORIES', 'TRIO_MAX_TRAJECTORY_TOKENS', 'TRAIN_PRESETS',
+           'RESUME_MAY_CHANGE', 'SAVED_BEFORE', 'TrainConfig', 'check_method_flags', 'validate_config',
+           'add_train_arguments', 'given_settings', 'run_started', 'load_run_config', 'config_differences',
+           'save_run_config', 'resolve_train_config']
 
 # %% ../../nbs/runs/40_train_config.ipynb #801513c9
 ADVANTAGE = {
@@ -96,16 +96,27 @@ def validate_config(c: TrainConfig) -> TrainConfig:
     return c
 
 # %% ../../nbs/runs/40_train_config.ipynb #4a68e949
+# Named sets of flags: `--preset NAME` sets them, and flags given beside it win.
+TRAIN_PRESETS = {
+    "quickstart": dict(backend="local", base_model="mini-base", engine="fast", context="window", advantage="gigpo",
+                       max_steps=4, games_per_batch=3, group_size=6, max_episode_steps=12, max_assistant_tokens=48,
+                       max_trajectory_tokens=4096, learning_rate=5e-4, save_every=2, run_name="quickstart",
+                       swanlab_mode="offline"),
+}
+
 def add_train_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    "Add one flag per `TrainConfig` setting (defaults `None`), plus `--resume` and `--no-report`."
+    "Add one flag per `TrainConfig` setting (defaults `None`), plus `--preset`, `--resume` and `--no-report`."
     add_arguments(parser, TrainConfig)
+    parser.add_argument("--preset", choices=tuple(TRAIN_PRESETS), default=None,
+                        help="a named set of flags (quickstart: the offline quick start); flags given beside it win")
     parser.add_argument("--resume", action="store_true", help="continue the run directory from its last saved state")
     parser.add_argument("--no-report", action="store_true", help="run the loop directly instead of executing the report notebook")
     return parser
 
 def given_settings(args: argparse.Namespace) -> dict:
-    "The `TrainConfig` fields the user set on the command line."
-    return given(args, TrainConfig)
+    "The `TrainConfig` fields the user set on the command line, over those of `--preset` if one was named."
+    preset = TRAIN_PRESETS[args.preset] if getattr(args, "preset", None) else {}
+    return {**preset, **given(args, TrainConfig)}
 
 # %% ../../nbs/runs/40_train_config.ipynb #61ead434
 RESUME_MAY_CHANGE = ("max_steps", "save_every", "device", "sampler_device", "dtype", "swanlab_mode", "swanlab_project", "output_dir",

@@ -1,0 +1,71 @@
+"""The reader's documents: every relative link and file reference resolves inside the repository, the README stays
+short, and its quick-start command is the preset it names."""
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+TOP = ("nbs", "docs", "tests", "benchmarks", "alfworld_rl", "models", "tools", ".ci")
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+CODE = re.compile(r"`([^`\s]+)`")
+
+
+def documents() -> list[tuple[Path, str]]:
+    "(path, prose) of the README, CONTRIBUTING, every page in docs/ and the markdown cells of every notebook."
+    docs = [REPO / "README.md", REPO / "CONTRIBUTING.md", *sorted((REPO / "docs").rglob("*.md"))]
+    out = [(p, p.read_text()) for p in docs]
+    for nb in sorted((REPO / "nbs").rglob("*.ipynb")):
+        if ".ipynb_checkpoints" in nb.parts: continue
+        cells = json.loads(nb.read_text())["cells"]
+        text = "\n".join("".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+                         for c in cells if c["cell_type"] == "markdown")
+        out.append((nb, text))
+    return out
+
+
+def broken_references(path: Path, text: str) -> list[str]:
+    "The links (relative to `path`) and repository paths in backticks (relative to the root) that name nothing."
+    bad = []
+    for target in LINK.findall(text):
+        if re.match(r"^(https?:|mailto:|#)", target): continue
+        if not (path.parent / target.split("#")[0]).resolve().exists(): bad.append(f"link {target}")
+    for token in CODE.findall(text):
+        name = token.rstrip(".,:;)")
+        if not name.startswith(tuple(f"{t}/" for t in TOP)) or any(c in name for c in "<>*{}|") or "..." in name: continue
+        name = name.split("::")[0].split(":")[0]                      # tests/x.py::test_y, file.py:123
+        if not (REPO / name).exists(): bad.append(f"file {name}")
+    return bad
+
+
+@pytest.mark.parametrize("path, text", documents(), ids=lambda x: str(x.relative_to(REPO)) if isinstance(x, Path) else "")
+def test_references_resolve(path, text):
+    assert broken_references(path, text) == []
+
+
+def test_a_broken_reference_is_found(tmp_path):
+    page = tmp_path / "page.md"
+    assert broken_references(page, "[x](missing.md) and `nbs/no_such.ipynb` and `runs/<name>/x`") == \
+        ["link missing.md", "file nbs/no_such.ipynb"]
+
+
+def test_readme_is_short_and_says_what_and_status_first():
+    lines = (REPO / "README.md").read_text().splitlines()
+    assert len(lines) <= 200
+    first_screen = "\n".join(lines[:25])
+    assert "ALFWorld" in first_screen and "**Status.**" in first_screen
+
+
+def test_the_quick_start_is_the_preset_it_names():
+    "The README's quick-start line names a preset of `train`, and the flags the README says it stands for are that preset."
+    from alfworld_rl.runs.train_config import TRAIN_PRESETS, add_train_arguments, given_settings
+    import argparse
+    readme = (REPO / "README.md").read_text()
+    [preset] = re.findall(r"^uv run alfworld-rl train --preset (\w+)\b", readme, re.M)
+    assert preset in TRAIN_PRESETS
+    stands_for = re.search(rf"`--preset {preset}` stands for `([^`]+)`", readme, re.S).group(1)
+    parser = add_train_arguments(argparse.ArgumentParser())
+    assert given_settings(parser.parse_args(shlex.split(stands_for))) == TRAIN_PRESETS[preset]
+    assert given_settings(parser.parse_args(["--preset", preset])) == TRAIN_PRESETS[preset]
