@@ -50,7 +50,7 @@ def decision_rows(demos: list, tokenizer) -> list[dict]:
 
 # %% ../../nbs/runs/46_agreement.ipynb #cee6fe2e
 def row_logprobs(training_client, rows: list[dict], batch_size: int = 64) -> list[list[float]]:
-    "Per row, the log probability of every token after the first (position i - 1 holds token i's)."
+    "Per row, the log probability of each reply token (position i - 1 holds token i's; the local backend reports 0 before the reply)."
     from alfworld_rl.runs.sft import row_datum
     out = []
     for i in range(0, len(rows), batch_size):
