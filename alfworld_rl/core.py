@@ -9,9 +9,9 @@ from pathlib import Path
 
 # %% auto #0
 __all__ = ['STATUS_TAG_ENV', 'DEFAULT_DATA_ROOT', 'UserError', 'user_error_from_report', 'patch_textworld', 'resolve_data_root',
-           'import_alfworld', 'canonicalize_action', 'append_jsonl', 'CorruptFileError', 'read_jsonl',
-           'read_json_object', 'rewrite_jsonl', 'truncate_partial_line', 'deferred_interrupt', 'seed_everything',
-           'user_cache_dir']
+           'import_alfworld', 'canonicalize_action', 'write_error', 'cleaned_up', 'append_jsonl', 'CorruptFileError',
+           'read_jsonl', 'read_json_object', 'rewrite_jsonl', 'truncate_partial_line', 'deferred_interrupt',
+           'seed_everything', 'user_cache_dir']
 
 # %% ../nbs/00_core.ipynb #3b1f0c7f
 import warnings
@@ -93,13 +93,46 @@ def canonicalize_action(action: str) -> str:
     return re.sub(r"\s+", " ", action.strip().lower())
 
 # %% ../nbs/00_core.ipynb #b9743ac0
+def write_error(path, e: OSError) -> UserError:
+    "The one-line error for a write to `path` that the operating system refused (a full disk, a read-only file system...)."
+    return UserError(f"cannot write {path}: {e.strerror or type(e).__name__}; free space or fix the location, then run "
+                     "the command again (with --resume where it has one)")
+
+def _remove(path: Path) -> None:
+    "Remove file or folder `path` if it is there (best effort: cleaning up after a failed write must not fail)."
+    import shutil
+    try:
+        if path.is_dir() and not path.is_symlink(): shutil.rmtree(path, ignore_errors=True)
+        else: path.unlink(missing_ok=True)
+    except OSError: pass
+
+class cleaned_up:
+    "A block that writes `path`: on an `OSError` it removes `leftovers` (temporary files or folders) and raises `write_error`."
+    def __init__(self, path, *leftovers): self.path, self.leftovers = path, [Path(p) for p in leftovers]
+    def __enter__(self): return self
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None or not issubclass(exc_type, OSError): return False
+        for p in self.leftovers: _remove(p)
+        raise write_error(self.path, exc) from None
+
 def append_jsonl(path: str | os.PathLike, record: dict) -> None:
-    "Append `record` as one JSON line to `path`, flushed and synced to disk."
+    "Append `record` as one JSON line to `path`, flushed and synced to disk; a failed write leaves the file as it was."
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(record, ensure_ascii=False) + "\n")
-        f.flush(); os.fsync(f.fileno())
+    line = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
+    try: path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e: raise write_error(path, e) from None
+    existed = path.exists()
+    try: size = path.stat().st_size if existed else 0
+    except OSError as e: raise write_error(path, e) from None
+    try:
+        with open(path, "ab") as f:
+            f.write(line); f.flush(); os.fsync(f.fileno())
+    except OSError as e:
+        try:                                   # take back the partial record: the file ends on a whole line again
+            if existed: os.truncate(path, size)
+            else: path.unlink(missing_ok=True)
+        except OSError: pass
+        raise write_error(path, e) from None
 
 class CorruptFileError(UserError, ValueError):
     "A run or result file that cannot be read; the message names the file and the line."
@@ -136,10 +169,11 @@ def rewrite_jsonl(path: str | os.PathLike, records: list[dict]) -> None:
     "Replace `path` with `records` atomically (a crash leaves the old file or the new one, never half of each)."
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        for r in records: f.write(json.dumps(r, ensure_ascii=False) + "\n")
-        f.flush(); os.fsync(f.fileno())
-    os.replace(tmp, path)
+    with cleaned_up(path, tmp):
+        with open(tmp, "w", encoding="utf-8") as f:
+            for r in records: f.write(json.dumps(r, ensure_ascii=False) + "\n")
+            f.flush(); os.fsync(f.fileno())
+        os.replace(tmp, path)
 
 def truncate_partial_line(path: str | os.PathLike) -> None:
     "Drop a trailing partial line from `path`, so that appending continues on a clean line."

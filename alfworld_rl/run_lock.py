@@ -9,16 +9,35 @@ from pathlib import Path
 from .core import UserError
 
 # %% auto #0
-__all__ = ['HELD_ENV', 'unwritable', 'make_dir', 'check_writable_dir', 'check_writable_file', 'RunLock', 'run_dir_lock',
-           'output_file_lock', 'resume_command']
+__all__ = ['HELD_ENV', 'unwritable', 'output_kind', 'check_output_file', 'make_dir', 'check_writable_dir', 'check_writable_file',
+           'RunLock', 'run_dir_lock', 'output_file_lock', 'resume_command']
 
 # %% ../nbs/02_run_lock.ipynb #3d445190
 def unwritable(flag: str, path, e: OSError) -> UserError:
     "The one-line error for an output location that cannot be written."
     return UserError(f"{flag}: cannot write to {path} ({e.strerror or type(e).__name__})", status=2)
 
+def output_kind(path: str | os.PathLike) -> str | None:
+    "What `path` is when it exists as something other than a regular file (a symlink, directory, FIFO...); None otherwise."
+    import stat
+    try: mode = os.lstat(path).st_mode
+    except FileNotFoundError: return None
+    except OSError: return None                    # unreadable: the writability checks say why
+    for test, kind in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode): return kind
+    return None
+
+def check_output_file(path: str | os.PathLike | None, flag: str) -> Path:
+    "`path` as an output file: refused (one line, status 2) when it is empty or exists as anything but a regular file."
+    if path is None or not str(path).strip(): raise UserError(f"{flag}: the path is empty; give a file path", status=2)
+    kind = output_kind(path)
+    if kind: raise UserError(f"{flag}: {path} is {kind}, not a regular file; give a file path", status=2)
+    return Path(path)
+
 def make_dir(path: str | os.PathLike, flag: str) -> Path:
     "Create directory `path` (and its parents); a one-line `UserError` naming `flag` if that is impossible."
+    if not str(path).strip(): raise UserError(f"{flag}: the path is empty; give a directory", status=2)
     path = Path(path)
     for p in [path, *path.parents]:            # a regular file in the way: say which one
         if p.exists():
@@ -38,9 +57,8 @@ def check_writable_dir(path: str | os.PathLike, flag: str) -> Path:
     return path
 
 def check_writable_file(path: str | os.PathLike, flag: str) -> Path:
-    "Make sure file `path` can be written: its directory is writable and it is not a directory."
-    path = Path(path)
-    if path.is_dir(): raise UserError(f"{flag}: {path} is a directory; give a file path", status=2)
+    "Make sure file `path` can be written: it is new or a regular file (not a directory, link, FIFO or device) in a writable directory."
+    path = check_output_file(path, flag)
     check_writable_dir(path.parent, flag)
     return path
 

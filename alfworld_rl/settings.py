@@ -90,6 +90,8 @@ def check_value(name: str, s: Setting, value) -> None:
     if value is None and s.optional: return
     if s.type is float and isinstance(value, float) and not math.isfinite(value): raise bad(name, "a finite number", value)
     if s.type is bool and not isinstance(value, bool): raise bad(name, "true or false", value)
+    if s.type is str and isinstance(value, str) and not value.strip():    # `--output ""` is a mistake, never a default
+        raise bad(name, "a non-empty string", value)
     if s.rule is not None and not s.rule.ok(value): raise bad(name, s.rule.words(), value)
 
 # %% ../nbs/03_settings.ipynb #0c2d3a9c

@@ -17,14 +17,14 @@ from pytrio.errors.base import ValidationError
 from pytrio.client.training_batch import plan_training_batch, normalize_loss_fn
 from pytrio.model.limits import TrainingLimits
 
-from ..core import UserError
+from ..core import UserError, cleaned_up
 from .local_models import backbone_and_head, load_causal_lm, same_device
 
 # %% auto #0
 __all__ = ['SUPPORTED_LOSSES', 'LORA_ATTN', 'LORA_MLP', 'LORA_ROUTERS', 'NAME_RE', 'token_losses', 'target_logprobs',
            'common_prefix_length', 'backbone_hidden', 'decoder_linears', 'lora_targets', 'add_lora', 'checkpoint_name',
-           'read_checkpoint_info', 'same_base_model', 'load_sampler_model', 'agreement_metrics', 'sampling_snapshot',
-           'LocalTrainingClient']
+           'read_checkpoint_info', 'checkpoint_problem', 'check_checkpoint', 'same_base_model', 'load_sampler_model',
+           'agreement_metrics', 'sampling_snapshot', 'LocalTrainingClient']
 
 # %% ../../nbs/backends/35_local_trainer.ipynb #e8c0016f
 SUPPORTED_LOSSES = ("cross_entropy", "importance_sampling", "ppo", "cispo")
@@ -190,7 +190,56 @@ def read_checkpoint_info(path: str | Path, kind: str) -> dict:
         other = "sampler.json" if kind == "state" else "trainer_state.json"
         hint = " (it is a sampler checkpoint: use it as a model path)" if (p / other).exists() and kind == "state" else ""
         raise UserError(f"{path} is not a local {kind} checkpoint directory (no {fname}){hint}")
-    return json.loads((p / fname).read_text())
+    try: info = json.loads((p / fname).read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise UserError(f"{p / fname} is damaged: not valid JSON ({getattr(e, 'msg', None) or e.reason})") from None
+    if not isinstance(info, dict): raise UserError(f"{p / fname} is damaged: not a JSON object")
+    missing = [k for k in (_STATE_KEYS if kind == "state" else ("base_model",)) if k not in info]
+    if missing: raise UserError(f"{p / fname} is damaged: it lacks {', '.join(missing)}")
+    return info
+
+_STATE_KEYS = ("base_model", "rank", "alpha", "seed", "target_modules", "train_mlp", "train_attn", "train_unembed")
+
+def _first_line(e: Exception) -> str:
+    "The first line of an exception's message (library errors can run over many lines)."
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
+
+def checkpoint_problem(path: str | Path, optimizer: bool = False) -> str | None:
+    "What keeps the files of local checkpoint directory `path` from loading (adapter, and optimizer if asked); None when they load."
+    from safetensors.torch import load_file
+    p = Path(str(path)).expanduser()
+    config, weights = p / "adapter_config.json", p / "adapter_model.safetensors"
+    for f in (config, weights) + ((p / "optimizer.pt",) if optimizer else ()):
+        if not f.is_file(): return f"{f} is missing"
+    try:
+        if not isinstance(json.loads(config.read_text(encoding="utf-8")), dict): return f"{config} is damaged: not a JSON object"
+    except (UnicodeDecodeError, json.JSONDecodeError) as e: return f"{config} is damaged: not valid JSON"
+    try: load_file(str(weights), device="cpu")
+    except Exception as e: return f"{weights} is damaged: {_first_line(e)} (truncated?)"
+    if optimizer:
+        try: torch.load(p / "optimizer.pt", weights_only=True, map_location="cpu")
+        except Exception as e: return f"{p / 'optimizer.pt'} is damaged: {_first_line(e)} (truncated?)"
+    return None
+
+def check_checkpoint(path: str | Path, kind: str, flag: str, base_model: str | None = None, rank: int | None = None,
+                     optimizer: bool = False) -> dict:
+    """The metadata of local checkpoint `path` once every file of it loads, and it fits `base_model` (and LoRA `rank`);
+    else one line naming `flag`, the file and what is wrong (status 2 for a checkpoint of another model, else 1)."""
+    p = Path(str(path)).expanduser()
+    if not p.is_dir(): raise UserError(f"{flag}: {path} is not a checkpoint directory", status=2)
+    if kind == "sampler" and (p / "trainer_state.json").exists() and not (p / "sampler.json").exists(): kind = "state"
+    try:
+        info = read_checkpoint_info(p, kind)
+        problem = checkpoint_problem(p, optimizer and info.get("has_optimizer", True))
+    except UserError as e: raise UserError(f"{flag}: {e}", status=e.status) from None
+    if problem: raise UserError(f"{flag}: {problem}")
+    if base_model is not None and not same_base_model(info["base_model"], base_model):
+        raise UserError(f"{flag}: {path} holds weights for base model {info['base_model']!r}, not {base_model!r} "
+                        "(--base-model)", status=2)
+    if rank is not None and info.get("rank") != rank:
+        raise UserError(f"{flag}: {path} has LoRA rank {info.get('rank')}, not {rank} (--lora-rank)", status=2)
+    return info
 
 # %% ../../nbs/backends/35_local_trainer.ipynb #0ea432cc
 def same_base_model(a: str, b: str) -> bool:
@@ -214,7 +263,9 @@ def load_sampler_model(base_model: str, model_path: str | Path, device, dtype):
     base = load_causal_lm(base_model, device, dtype)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*tie_word_embeddings.*")   # nothing is merged: sharing is harmless
-        model = PeftModel.from_pretrained(base, str(model_path), autocast_adapter_dtype=True)
+        try: model = PeftModel.from_pretrained(base, str(model_path), autocast_adapter_dtype=True)
+        except Exception as e:          # a damaged or foreign adapter: one line naming it, not the library's traceback
+            raise UserError(f"{model_path}: the adapter cannot be loaded ({checkpoint_problem(model_path) or _first_line(e)})") from None
     return model.get_base_model().eval().requires_grad_(False)
 
 # %% ../../nbs/backends/35_local_trainer.ipynb #d563caa0
@@ -390,20 +441,22 @@ class _CheckpointOps:
         out = self._run_dir() / "weights" / checkpoint_name(name)
         if out.exists() and not overwrite:
             raise ValidationError(f"checkpoint {out} exists; pass overwrite=True", code="validation.checkpoint_exists")
-        self._save_adapter(out)
-        # A state saved before the first step still carries an (empty) optimizer, so resuming with it always works.
-        torch.save(self._make_optimizer().state_dict(), out / "optimizer.pt")
-        info = {"kind": "state", **self._lora_info(), "step": self.step, "run": self.training_run_cuid,
-                "has_optimizer": True}
-        (out / "trainer_state.json").write_text(json.dumps(info, indent=1) + "\n")
+        with cleaned_up(out, out):           # a full disk: no half-written checkpoint is left to be resumed from
+            self._save_adapter(out)
+            # A state saved before the first step still carries an (empty) optimizer, so resuming with it always works.
+            torch.save(self._make_optimizer().state_dict(), out / "optimizer.pt")
+            info = {"kind": "state", **self._lora_info(), "step": self.step, "run": self.training_run_cuid,
+                    "has_optimizer": True}
+            (out / "trainer_state.json").write_text(json.dumps(info, indent=1) + "\n")
         return SaveWeightsResponse(path=str(out), model=self.base_model, size=_dir_size(out))
 
     def _save_sampler(self, name: str) -> SaveWeightsForSamplerResponse:
         "Adapter only into `sampler_weights/<name>`."
         out = self._run_dir() / "sampler_weights" / checkpoint_name(name)
-        self._save_adapter(out)
-        info = {"kind": "sampler", **self._lora_info(), "step": self.step, "run": self.training_run_cuid}
-        (out / "sampler.json").write_text(json.dumps(info, indent=1) + "\n")
+        with cleaned_up(out, out):
+            self._save_adapter(out)
+            info = {"kind": "sampler", **self._lora_info(), "step": self.step, "run": self.training_run_cuid}
+            (out / "sampler.json").write_text(json.dumps(info, indent=1) + "\n")
         return SaveWeightsForSamplerResponse(path=str(out), model=self.base_model, size=_dir_size(out))
 
     def _load_state(self, path: str, with_optimizer: bool) -> dict:
@@ -420,13 +473,16 @@ class _CheckpointOps:
                 raise ValidationError(f"checkpoint {path} has {k}={info[k]!r}, this client {mine[k]!r}",
                                       code="validation.checkpoint_mismatch")
         p = Path(path).expanduser()
-        state = load_file(str(p / "adapter_model.safetensors"), device=str(next(self.peft.parameters()).device))
+        try: state = load_file(str(p / "adapter_model.safetensors"), device=str(next(self.peft.parameters()).device))
+        except Exception as e: raise UserError(f"{p / 'adapter_model.safetensors'} is damaged: {_first_line(e)}") from None
         res = set_peft_model_state_dict(self.peft, state)
         if [k for k in res.unexpected_keys if "lora" in k]: raise ValidationError(f"{path}: unexpected adapter keys", code="validation.checkpoint_mismatch")
         if with_optimizer:
             if not (p / "optimizer.pt").exists():
                 raise ValidationError(f"{path} holds no optimizer state", code="validation.no_optimizer_state")
-            self._make_optimizer().load_state_dict(torch.load(p / "optimizer.pt", weights_only=True))
+            try: saved = torch.load(p / "optimizer.pt", weights_only=True)
+            except Exception as e: raise UserError(f"{p / 'optimizer.pt'} is damaged: {_first_line(e)}") from None
+            self._make_optimizer().load_state_dict(saved)
             self.step = int(info.get("step", 0))
         return {"path": str(p), "step": self.step}
 
