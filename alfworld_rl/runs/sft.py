@@ -132,7 +132,8 @@ class SFTRun:
     def open(self) -> "SFTRun":
         "Prepare the run directory, demonstrations, training client and logging (resuming if asked)."
         from alfworld_rl.env.data import GameBatches
-        from alfworld_rl.runs.train import SwanLabLog, check_run_files, load_training_games, make_service, read_checkpoints, rewind_run
+        from alfworld_rl.runs.train import SwanLabLog, check_run_files, load_training_games, make_service, resume_point, rewind_run
+        from alfworld_rl.core import rewrite_jsonl
         from alfworld_rl.runs.train_config import run_started, save_run_config
         c = self.config
         from alfworld_rl.run_lock import run_dir_lock
@@ -141,18 +142,19 @@ class SFTRun:
             raise UserError(f"--run-name: {self.run_dir} already holds a run; pass --resume to continue it", status=2)
         if self.resume: check_run_files(self.run_dir)      # a corrupt file: one line, before anything is written
         seed_everything(c.seed)
-        saves = read_checkpoints(self.run_dir) if self.resume else []
-        self.step = saves[-1]["step"] if saves else 0
-        self.last_saved = self.step if saves else None
+        save, rebuilt = resume_point(c, unit="step") if self.resume else (None, None)   # nothing written yet
+        self.step = save["step"] if save else 0
+        self.last_saved = self.step if save else None
         if self.step > c.max_steps:
             raise UserError(f"--max-steps {c.max_steps} is below the {self.step} steps {self.run_dir} already has; "
                             f"pass --max-steps {self.step + 1} or more to continue it", status=2)
-        rewind_run(self.run_dir, self.step)
         save_run_config(c)
+        if rebuilt is not None: rewrite_jsonl(self.run_dir / "checkpoints.jsonl", rebuilt)
+        rewind_run(self.run_dir, self.step)
         self.svc = self.svc or make_service(c)
-        if saves:
-            self.tc = self.svc.create_training_client_from_state_with_optimizer(saves[-1]["state_path"])
-            print(f"Resumed {c.run_name} after step {self.step} from {saves[-1]['state_path']}", flush=True)
+        if save:
+            self.tc = self.svc.create_training_client_from_state_with_optimizer(save["state_path"])
+            print(f"Resumed {c.run_name} after step {self.step} from {save['state_path']}", flush=True)
         else:
             self.tc = self.svc.create_lora_training_client(c.base_model, rank=c.lora_rank, seed=c.seed)
         self.tokenizer = self.tc.get_tokenizer()

@@ -18,9 +18,10 @@ from .train_config import (TrainConfig, add_train_arguments, given_settings, res
 
 # %% auto #0
 __all__ = ['AUTO_GENERATE', 'RUN_FILES', 'STOP_FILE', 'step_seed', 'split_has_games', 'check_base_model', 'load_training_games',
-           'read_checkpoints', 'check_run_files', 'rewind_run', 'token_cost', 'numeric_metrics', 'SwanLabLog',
-           'make_service', 'restore_training_client', 'start_from_state', 'check_env_errors', 'sample_record',
-           'Trainer', 'train', 'report_template', 'forward_interrupts', 'run_report', 'cli_train_parser', 'cli_train']
+           'read_checkpoints', 'checkpoint_folders', 'resume_point', 'check_run_files', 'rewind_run', 'token_cost',
+           'numeric_metrics', 'SwanLabLog', 'make_service', 'restore_training_client', 'start_from_state',
+           'check_env_errors', 'sample_record', 'Trainer', 'train', 'report_template', 'forward_interrupts',
+           'run_report', 'cli_train_parser', 'cli_train']
 
 # %% ../../nbs/runs/41_train.ipynb #f25fb73e
 def step_seed(seed: int, step: int) -> int:
@@ -67,6 +68,53 @@ def read_checkpoints(run_dir: str | os.PathLike) -> list[dict]:
     return read_jsonl(Path(run_dir) / "checkpoints.jsonl")
 
 RUN_FILES = ("metrics.jsonl", "samples.jsonl", "checkpoints.jsonl")
+
+def checkpoint_folders(run_dir: str | os.PathLike, run_name: str) -> list[dict]:
+    "Checkpoint records rebuilt from the local backend's folders `<run_dir>/checkpoints/*/weights/<run_name>-step-N`, oldest first (the newest folder of each step)."
+    import re
+    found = {}
+    pattern = re.compile(rf"^{re.escape(run_name)}-step-(\d+)$")
+    for state in Path(run_dir).glob("checkpoints/*/weights/*"):
+        m = pattern.match(state.name)
+        if not m or not state.is_dir(): continue
+        t = state.stat().st_mtime
+        rec = {"step": int(m.group(1)), "time": datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="seconds"),
+               "state_path": str(state.resolve()), "sampler_path": str((state.parent.parent / "sampler_weights" / state.name).resolve())}
+        if rec["step"] not in found or t > found[rec["step"]][0]: found[rec["step"]] = (t, rec)
+    return [found[s][1] for s in sorted(found)]
+
+def resume_point(config, unit: str = "update") -> tuple[dict | None, list[dict] | None]:
+    """The checkpoint a resumed run continues from, and the rebuilt index to write (None: the index stands). A missing
+    `checkpoints.jsonl` is rebuilt from the checkpoint folders; a save newer than the metrics, or one whose files do not
+    load, is passed over for the newest one before it that loads, and each choice is said; nothing is written here."""
+    from alfworld_rl.backends.local_trainer import checkpoint_problem
+    run_dir = Path(config.run_dir)
+    index, rebuilt = run_dir / "checkpoints.jsonl", None
+    saves = read_jsonl(index)                   # a damaged line in the middle: one line naming it (repair or delete it)
+    logged = [r["step"] for r in read_jsonl(run_dir / "metrics.jsonl")]
+    if not index.exists():
+        rebuilt = saves = checkpoint_folders(run_dir, config.run_name)
+        if saves: tell(f"Note: {index} is missing; rebuilt it from the {len(saves)} checkpoint folders under {run_dir / 'checkpoints'}")
+        elif logged and config.backend != "local":
+            raise UserError(f"--resume: {index} is missing and the {config.backend} backend's checkpoints cannot be listed "
+                            f"from here; restore that file, or start again under a new --run-name")
+    if not saves:
+        if logged: tell(f"Note: {run_dir} holds no saved checkpoint; starting again at {unit} 1 (the metrics of "
+                        f"{unit}s {min(logged)}-{max(logged)} are replaced)")
+        return None, rebuilt
+    last_logged = max(logged, default=0)
+    for save in reversed(saves):
+        if save["step"] > last_logged:
+            why = f"its {unit}'s metrics record is missing from {run_dir / 'metrics.jsonl'}"
+        elif str(save["state_path"]).startswith("trio://"): return save, rebuilt
+        else: why = checkpoint_problem(save["state_path"], optimizer=True)
+        if why is None:
+            if save is not saves[-1]: tell(f"Note: resuming from the checkpoint of {unit} {save['step']} ({save['state_path']}), "
+                                           f"the newest one that loads")
+            return save, rebuilt
+        tell(f"Note: passing over the checkpoint of {unit} {save['step']} ({save['state_path']}): {why}")
+    raise UserError(f"--resume: no checkpoint of {run_dir} can be resumed from (the oldest, {unit} {saves[0]['step']}: {why}); "
+                    f"start again under a new --run-name")
 
 def check_run_files(run_dir: str | os.PathLike) -> None:
     "Read every record file of `run_dir`: a corrupt one raises a one-line error naming it and the line, before anything is written."
@@ -183,16 +231,21 @@ class Trainer:
             raise UserError(f"--run-name: {self.run_dir} already holds a run; pass --resume to continue it", status=2)
         check_base_model(c)
         if self.resume: check_run_files(self.run_dir)
-        seed_everything(c.seed)
-        self.games = load_training_games(c)
-        self.batches = GameBatches(self.games, c.games_per_batch, seed=c.seed)
-        save_run_config(c)
-        ckpt = read_checkpoints(self.run_dir)[-1] if self.resume and read_checkpoints(self.run_dir) else None
+        # every check before the first write: a refused resume leaves the run directory as it was
+        ckpt, rebuilt = resume_point(c) if self.resume else (None, None)
         self.step = ckpt["step"] if ckpt else 0
         self.last_saved = self.step if ckpt else None
         if self.step > c.max_steps:
             raise UserError(f"--max-steps {c.max_steps} is below the {self.step} updates {self.run_dir} already has; "
                             f"pass --max-steps {self.step + 1} or more to continue it", status=2)
+        if not ckpt and c.init_state and c.backend == "local":    # a damaged or foreign state: one line, before any rollout
+            from alfworld_rl.backends.local_trainer import check_checkpoint
+            check_checkpoint(c.init_state, "state", "--init-state", base_model=c.base_model, rank=c.lora_rank)
+        seed_everything(c.seed)
+        self.games = load_training_games(c)
+        self.batches = GameBatches(self.games, c.games_per_batch, seed=c.seed)
+        save_run_config(c)
+        if rebuilt is not None: rewrite_jsonl(self.run_dir / "checkpoints.jsonl", rebuilt)
         rewind_run(self.run_dir, self.step)
         for r in read_jsonl(self.run_dir / "metrics.jsonl"):
             for k in self.totals: self.totals[k] += r.get(f"tokens/{k}", 0)

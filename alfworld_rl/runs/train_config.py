@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse, dataclasses, json, math, os, re
 from dataclasses import dataclass, fields, asdict
 from pathlib import Path
-from ..core import UserError
+from ..core import UserError, cleaned_up
 from ..settings import (Setting, configuration, pick, integer, number, one_of, flag, check_settings, check_some,
                                   check_turn_budget, add_arguments, given, bad, MODEL, SCHEDULE, ROLLOUT, OPTIMIZER,
                                   DATA, LOGGING, RUN_DIR, SWANLAB_MODES, NAME_RE)
@@ -155,8 +155,9 @@ def save_run_config(c: TrainConfig) -> Path:
     c.run_dir.mkdir(parents=True, exist_ok=True)
     path = c.run_dir / "config.json"
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(asdict(c), indent=2) + "\n")
-    os.replace(tmp, path)
+    with cleaned_up(path, tmp):
+        tmp.write_text(json.dumps(asdict(c), indent=2) + "\n")
+        os.replace(tmp, path)
     return path
 
 def resolve_train_config(given: dict, resume: bool = False) -> TrainConfig:
