@@ -217,3 +217,143 @@ def test_eval_and_agreement_at_a_damaged_checkpoint_are_one_line(three_updates, 
     line = one_line_error(cli("agreement", f"a={state}", "--base-model", "tiny-qwen3", "--data-root", small_data_root,
                               "--max-games", "1", cwd=tmp_path), 1)
     assert "trainer_state.json is damaged" in line, line
+
+
+# ---- 1. outputs only to regular files or new paths -------------------------------------------------------------
+
+def _special(tmp_path, kind):
+    "A path in `tmp_path` holding something that is not a regular file: a FIFO, a symlink, a directory or a device."
+    p = tmp_path / f"out-{kind}.jsonl"
+    if kind == "fifo": os.mkfifo(p)
+    elif kind == "symlink": (tmp_path / "target.jsonl").write_text("keep me\n"); os.symlink(tmp_path / "target.jsonl", p)
+    elif kind == "directory": p.mkdir()
+    else:
+        import stat
+        try: os.mknod(p, 0o666 | stat.S_IFCHR, os.makedev(1, 7))       # the device number of /dev/full
+        except PermissionError: pytest.skip("creating a device node needs CAP_MKNOD")
+    return p
+
+
+@pytest.mark.parametrize("kind,says", [("fifo", "is a FIFO"), ("symlink", "is a symbolic link"),
+                                       ("directory", "is a directory"), ("device", "is a device")])
+def test_eval_output_that_is_not_a_regular_file_is_refused(kind, says, small_data_root, tmp_path):
+    out = _special(tmp_path, kind)
+    before = os.lstat(out)
+    r = cli("eval", *TINY_EVAL, "--data-root", small_data_root, "--output", out, "--overwrite-output", cwd=tmp_path)
+    line = one_line_error(r, 2)
+    assert f"--output: {out} {says}, not a regular file" in line, line
+    after = os.lstat(out)
+    assert (after.st_mode, after.st_ino) == (before.st_mode, before.st_ino)      # not replaced
+    if kind == "symlink": assert (tmp_path / "target.jsonl").read_text() == "keep me\n"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []     # no lock file left either
+
+
+def test_other_outputs_that_are_not_regular_files_are_refused(small_data_root, tmp_path):
+    from alfworld_rl.runs.analysis import write_summary_file
+    a = write_summary_file(tmp_path / "a.jsonl", "tiny-qwen3", None, {"eval/valid_seen/games": 2, "eval/valid_seen/success_rate": 0.5})
+    link = _special(tmp_path, "symlink")
+    line = one_line_error(cli("analyze", f"a={a}", "--output", link, "--task-output", tmp_path / "t.png", cwd=tmp_path), 2)
+    assert "--output: " in line and "is a symbolic link" in line, line
+    fifo = _special(tmp_path, "fifo")
+    line = one_line_error(cli("agreement", "a=base", "--base-model", "tiny-qwen3", "--data-root", small_data_root,
+                              "--output", fifo, cwd=tmp_path), 2)
+    assert f"--output: {fifo} is a FIFO" in line, line
+    assert (tmp_path / "target.jsonl").read_text() == "keep me\n" and link.is_symlink()
+
+
+# ---- 6. empty paths are refused ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args,says", [
+    (["eval", "--base-model", "tiny-qwen3", "--output", ""], "--output must be a non-empty string"),
+    (["generate", "--out", "", "--train", "1"], "--out: the path is empty"),
+    (["train", *TINY_TRAIN, "--output-dir", "", "--no-report"], "--output-dir must be a non-empty string"),
+], ids=["eval", "generate", "train"])
+def test_empty_paths_are_refused(args, says, tmp_path):
+    line = one_line_error(cli(*args, cwd=tmp_path), 2)
+    assert says in line, line
+    assert list(tmp_path.iterdir()) == []
+
+
+# ---- 4. a full disk: one line, the partial record gone, --resume continues ---------------------------------------
+
+def _error_lines(r):
+    "The error lines on stderr (progress bars may also be there); asserts no traceback."
+    assert "Traceback" not in r.stderr, r.stderr
+    return [l for l in r.stderr.splitlines() if ": error: " in l]
+
+
+def test_eval_on_a_full_disk(small_data_root, tmp_path):
+    out = tmp_path / "eval.jsonl"
+    args = ["eval", *TINY_EVAL, "--data-root", small_data_root, "--limit-per-split", "1", "--output", out]
+    r = cli_full_disk("alfworld_rl.core", "eval.jsonl", 1, *args, cwd=tmp_path)  # the second record meets a full disk
+    assert r.returncode == 1, r.stderr
+    [line] = _error_lines(r)
+    assert line == f"alfworld-rl eval: error: cannot write {out}: No space left on device; free space or fix the " \
+                   "location, then run the command again (with --resume where it has one)", line
+    assert out.read_text().endswith("\n") and len(read_jsonl(out)) == 1       # the whole first record, no half of the second
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != ".eval.jsonl.lock") == ["eval.jsonl"]   # no .tmp
+    r = cli(*args, "--resume", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    records = read_jsonl(out)
+    assert [r["type"] for r in records] == ["trajectory", "trajectory", "summary"]
+    assert records[-1]["metrics"]["eval/all/games"] == 2
+
+
+def test_generate_on_a_full_disk(tmp_path):
+    out = tmp_path / "data"
+    args = ["generate", "--out", out, "--train", "2", "--min-receptacles", "4", "--max-receptacles", "5",
+            "--task-types", "pick_and_place_simple"]
+    r = cli_full_disk("alfworld_rl.env.generate", "traj_data.json", 1, *args, cwd=tmp_path)   # the second game's files
+    assert r.returncode == 1, r.stderr
+    [line] = _error_lines(r)
+    assert line.startswith("alfworld-rl generate: error: cannot write ") and "No space left on device" in line, line
+    assert [p for p in out.rglob("*") if p.name.endswith(".tmp")] == []
+    r = cli(*args, cwd=tmp_path)
+    assert r.returncode == 0 and "wrote 1 games" in r.stdout, (r.stdout, r.stderr)
+    assert len(list(out.rglob("traj_data.json"))) == 2
+
+
+# ---- 5. eval resume drops repeated records; summaries count games ----------------------------------------------
+
+def test_eval_resume_drops_repeated_records(small_data_root, tmp_path):
+    out = tmp_path / "eval.jsonl"
+    args = ["eval", *TINY_EVAL, "--data-root", small_data_root, "--limit-per-split", "2", "--output", out]
+    r = cli(*args, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    trajs = [r for r in read_jsonl(out) if r["type"] == "trajectory"]
+    assert len(trajs) == 4
+    out.write_text("".join(json.dumps(t) + "\n" for t in trajs + [trajs[0]]))       # one game twice, no summary
+    r = cli(*args, "--resume", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert f"{out} held 1 repeated trajectory records (games {trajs[0]['game_id']}); kept the first of each" in r.stderr
+    records = read_jsonl(out)
+    assert [r["game_id"] for r in records if r["type"] == "trajectory"] == [t["game_id"] for t in trajs]
+    assert records[-1]["metrics"]["eval/all/games"] == 4
+    r = cli("analyze", f"a={out}", "--output", tmp_path / "f.png", "--task-output", tmp_path / "t.png", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "5" not in [w for l in r.stdout.splitlines() if "games" in l.lower() for w in l.split()], r.stdout
+
+
+# ---- 6. Ctrl-C during eval prints the command that continues it ------------------------------------------------
+
+def test_interrupted_eval_prints_a_working_resume_command(small_data_root, tmp_path):
+    import shlex
+    out = tmp_path / "my eval.jsonl"
+    proc = subprocess.Popen([CLI, "eval", *TINY_EVAL, "--data-root", str(small_data_root), "--limit-per-split", "2",
+                             "--max-episode-steps", "30", "--output", str(out)], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    t0 = time.time()
+    while not read_jsonl(out) and time.time() - t0 < 300:
+        assert proc.poll() is None, proc.stdout.read()
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGINT)
+    text = proc.communicate(timeout=120)[0]
+    assert proc.returncode == 130, text
+    hint = text.split("Continue with: ")[1].splitlines()[0]
+    parts = shlex.split(hint)
+    assert parts[:2] == ["alfworld-rl", "eval"] and parts[-1] == "--resume" and str(out) in parts, hint
+    r = subprocess.run([CLI, *parts[1:]], cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr
+    records = read_jsonl(out)
+    ids = [r["game_id"] for r in records if r["type"] == "trajectory"]
+    assert len(ids) == len(set(ids)) == 4 and records[-1]["type"] == "summary"

@@ -356,19 +356,22 @@ def write_game(root: Path, g: GameFiles) -> Path:
     "Write one game atomically; returns its trial directory."
     trial_dir = root / "json_2.1.1" / g.split / g.folder / g.trial
     tmp = trial_dir.parent / f".{g.trial}.tmp"
-    if tmp.exists(): shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
-    (tmp / GAME_FILE).write_text(json.dumps(g.game), encoding="utf-8")
-    (tmp / TRAJ_FILE).write_text(json.dumps(g.traj, indent=2), encoding="utf-8")
-    if trial_dir.exists(): shutil.rmtree(trial_dir)
-    os.replace(tmp, trial_dir)
+    from alfworld_rl.core import cleaned_up
+    with cleaned_up(trial_dir, tmp):          # a full disk: one line, and no half-written folder left behind
+        if tmp.exists(): shutil.rmtree(tmp)
+        tmp.mkdir(parents=True)
+        (tmp / GAME_FILE).write_text(json.dumps(g.game), encoding="utf-8")
+        (tmp / TRAJ_FILE).write_text(json.dumps(g.traj, indent=2), encoding="utf-8")
+        if trial_dir.exists(): shutil.rmtree(trial_dir)
+        os.replace(tmp, trial_dir)
     return trial_dir
 
 def generate_dataset(out_dir, *, train: int = 0, valid_seen: int = 0, valid_unseen: int = 0, seed: int = 0,
                      task_types=None, min_receptacles: int = DEFAULT_ROOM["min_receptacles"],
                      max_receptacles: int = DEFAULT_ROOM["max_receptacles"],
                      distractors: int = DEFAULT_ROOM["distractors"],
-                     max_plan_steps: int = DEFAULT_ROOM["max_plan_steps"], progress: bool = False) -> Path:
+                     max_plan_steps: int = DEFAULT_ROOM["max_plan_steps"], progress: bool = False,
+                     out_flag: str = "--out") -> Path:
     "Write verified procedural games in ALFWorld's layout under `out_dir`; resumable; returns the data root."
     _check_args(train, valid_seen, valid_unseen, seed, task_types, min_receptacles, max_receptacles,
                 distractors, max_plan_steps)
@@ -382,9 +385,9 @@ def generate_dataset(out_dir, *, train: int = 0, valid_seen: int = 0, valid_unse
     if records:
         if records[0] != config:
             raise UserError(f"{root} already holds games generated with other arguments ({manifest}); "
-                            "use another --out or delete that folder")
+                            f"use another {out_flag} or delete that folder")
     elif (root / "json_2.1.1").exists():
-        raise UserError(f"{root}/json_2.1.1 exists but was not written by `alfworld-rl generate`; use another --out")
+        raise UserError(f"{root}/json_2.1.1 exists but was not written by `alfworld-rl generate`; use another {out_flag}")
     else:
         append_jsonl(manifest, config)
     done = {(r["split"], r["index"]) for r in records[1:]}

@@ -132,6 +132,9 @@ def cli_agreement(args) -> int:
         max_episode_steps=args.max_episode_steps, history_length=args.history_length, engine=args.engine,
         context="window", max_trajectory_tokens=6000))
     checkpoints = parse_checkpoints(args.checkpoints)
+    from alfworld_rl.backends.local_trainer import check_checkpoint
+    for label, state in checkpoints.items():       # a damaged or foreign state: one line, before the demonstrations
+        if state: check_checkpoint(state, "state", f"checkpoint {label!r}", base_model=args.base_model)
     if args.output:
         from alfworld_rl.run_lock import check_writable_file
         check_writable_file(args.output, "--output")
@@ -139,7 +142,7 @@ def cli_agreement(args) -> int:
     from alfworld_rl.backends.local_models import load_tokenizer
     tokenizer = load_tokenizer(args.base_model)
     games = discover_games(resolve_data_root(args.data_root), args.split, max_games=args.max_games)
-    demos = expert_trajectories(games, tokenizer, config)
+    demos = expert_trajectories(games, tokenizer, config, games_flag=f"--split {args.split}")
     svc = make_service_client("local")
     results = {}
     for label, state in checkpoints.items():

@@ -15,12 +15,12 @@ from ..settings import (Setting, configuration, pick, integer, one_of, bad, chec
 
 # %% auto #0
 __all__ = ['SPLITS', 'SPLIT_CHOICES', 'EVALUATION', 'OUTPUT', 'SAMPLING', 'RESULT_SETTINGS', 'EVAL_METRICS', 'EvalConfig',
-           'validate_eval_config', 'result_settings', 'prepare_output', 'finished_game_ids', 'trajectory_record',
-           'success_standard_error', 'split_metrics', 'summarize_records', 'print_metrics', 'summary_record',
-           'stop_reason_counts', 'invalid_action_breakdown', 'steps_to_success', 'render_transcript', 'select_games',
-           'with_broken_games', 'report_env_errors', 'rollout_config', 'evaluate_games', 'make_sampling_client',
-           'evaluate', 'log_to_swanlab', 'report_template', 'execute_report', 'cli_eval_parser', 'config_from_args',
-           'cli_eval']
+           'validate_eval_config', 'result_settings', 'prepare_output', 'unique_trajectories', 'finished_game_ids',
+           'trajectory_record', 'success_standard_error', 'split_metrics', 'summarize_records', 'print_metrics',
+           'summary_record', 'stop_reason_counts', 'invalid_action_breakdown', 'steps_to_success', 'render_transcript',
+           'select_games', 'with_broken_games', 'report_env_errors', 'rollout_config', 'evaluate_games',
+           'make_sampling_client', 'evaluate', 'log_to_swanlab', 'report_template', 'execute_report', 'cli_eval_parser',
+           'config_from_args', 'eval_resume_command', 'cli_eval']
 
 # %% ../../nbs/runs/44_evaluate.ipynb #cb872a4b
 SPLITS = ("valid_seen", "valid_unseen")
@@ -86,8 +86,8 @@ def validate_eval_config(c: EvalConfig) -> EvalConfig:
     check_turn_budget(c)
     if c.overwrite_output and c.resume:
         raise UserError("--overwrite-output and --resume exclude each other: replace the file or continue it", status=2)
-    out = c.output_path()
-    if out.is_dir(): raise bad("output", "a file path, not a directory", str(out))
+    from alfworld_rl.run_lock import check_output_file
+    check_output_file(c.output_path(), "--output")     # a regular file or a new path: never a link, FIFO or device
     return c
 
 # %% ../../nbs/runs/44_evaluate.ipynb #fb705ce5
@@ -116,7 +116,24 @@ def prepare_output(c: EvalConfig) -> list[dict]:
             flags = ", ".join(f"--{k.replace('_', '-')} {have[k]!r} (now {want[k]!r})" for k in diff)
             raise UserError(f"cannot resume {path}: it was written with {flags}; use the same settings or a new --output",
                             status=2)
-    return records
+    kept = unique_trajectories(records)
+    if len(kept) < len(records):          # a game played twice (two writers before the lock, a hand-merged file)
+        ids = [r["game_id"] for r in records if r.get("type") == "trajectory"]
+        repeated = sorted({g for g in ids if ids.count(g) > 1})
+        print(f"Note: {path} held {len(records) - len(kept)} repeated trajectory records (games {', '.join(repeated)}); "
+              "kept the first of each", file=sys.stderr, flush=True)
+        rewrite_jsonl(path, kept)
+    return kept
+
+def unique_trajectories(records: list[dict]) -> list[dict]:
+    "`records` without the repeated trajectory records of a game (the first of each is kept)."
+    seen, out = set(), []
+    for r in records:
+        if r.get("type") == "trajectory":
+            if r.get("game_id") in seen: continue
+            seen.add(r.get("game_id"))
+        out.append(r)
+    return out
 
 def finished_game_ids(records: list[dict], episodes_per_game: int = 1) -> set[str]:
     "Ids of the games that already have all `episodes_per_game` of their trajectory records (one per branch)."
@@ -175,7 +192,7 @@ def split_metrics(records: list[dict], split: str) -> dict[str, float]:
 
 def summarize_records(records: list[dict]) -> dict[str, float]:
     "Metrics per split present in `records` and over all of them (`eval/all/...`)."
-    trajs = [r for r in records if r.get("type") == "trajectory"]
+    trajs = [r for r in unique_trajectories(records) if r.get("type") == "trajectory"]     # games, not lines
     if not trajs: raise UserError("no trajectory records to summarize")
     metrics = {}
     for split in [s for s in SPLITS if any(r["split"] == s for r in trajs)] + sorted({r["split"] for r in trajs} - set(SPLITS)):
@@ -391,14 +408,32 @@ def config_from_args(args) -> EvalConfig:
     "An `EvalConfig` from parsed `eval` arguments."
     return config_from_flags(EvalConfig, args)
 
+def eval_resume_command(args) -> str:
+    "The command that continues the evaluation of `args`: the flags given (but --overwrite-output), then --resume."
+    import shlex
+    from alfworld_rl.settings import flag, given, settings_of
+    parts, specs = ["alfworld-rl", "eval"], settings_of(EvalConfig)
+    for name, value in given(args, EvalConfig).items():
+        if name in ("overwrite_output", "resume"): continue
+        if specs[name].type is bool: parts.append(flag(name) if value else "--no-" + flag(name)[2:])
+        else: parts += [flag(name), str(value)]
+    return shlex.join(parts + ["--resume"])
+
 def cli_eval(args) -> int:
     "Run `alfworld-rl eval`."
     from alfworld_rl.run_lock import check_writable_dir, output_file_lock
     c = validate_eval_config(config_from_args(args))
     out = c.output_path()
+    if c.model_path and c.backend == "local":       # a damaged or foreign checkpoint: one line, before any game
+        from alfworld_rl.backends.local_trainer import check_checkpoint
+        check_checkpoint(c.model_path, "sampler", "--model-path", base_model=c.base_model)
     with output_file_lock(out):                     # taken before any work: also checks that --output is writable
         if c.report: check_writable_dir(c.run_dir(), "--runs-dir")
-        summary = evaluate(c)
+        try: summary = evaluate(c)
+        except KeyboardInterrupt:                   # every finished game is in the file: say how to continue it
+            print(f"Interrupted; the finished games are in {out}. Continue with: {eval_resume_command(args)}",
+                  file=sys.stderr, flush=True)
+            raise
         print_metrics(summary["metrics"])
         log_to_swanlab(c, summary["metrics"])
         if c.report:

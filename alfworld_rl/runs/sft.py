@@ -67,7 +67,7 @@ def expert_rollout_config(c: SFTConfig):
     return project(RolloutConfig, c, group_size=c.demos_per_game, max_assistant_tokens=min(256, c.max_trajectory_tokens - 1),
                    temperature=0.0)
 
-def expert_trajectories(games: list, tokenizer, c: SFTConfig, progress: bool = True) -> list:
+def expert_trajectories(games: list, tokenizer, c: SFTConfig, progress: bool = True, games_flag: str | None = None) -> list:
     "The won expert demonstrations of `games` (`demos_per_game` each, in game order), replayed through the real protocol and engine."
     from tqdm.auto import tqdm
     from alfworld_rl.rl.policies import ExpertPolicy, SearchingExpertPolicy
@@ -80,7 +80,8 @@ def expert_trajectories(games: list, tokenizer, c: SFTConfig, progress: bool = T
     kept = [t for t in batch.trajectories if t.won]
     for t in batch.trajectories:
         if not t.won: print(f"Note: left out {t.game.id} (branch {t.branch}): the demonstration ended with {t.stop_reason}", file=sys.stderr)
-    if not kept: raise UserError(f"no expert demonstration won among {len(games)} games of --train-split {c.train_split}")
+    where = games_flag or f"--train-split {c.train_split}"      # the flag that chose the games, in the caller's words
+    if not kept: raise UserError(f"no expert demonstration won among {len(games)} games of {where}")
     return kept
 
 # %% ../../nbs/runs/42_sft.ipynb #f12a03cb

@@ -59,7 +59,7 @@ def load_training_games(config: TrainConfig) -> list:
         print(f"Note: no games under {root}/json_2.1.1/{config.train_split}; generating a small offline set "
               f"there first ({AUTO_GENERATE['train']} train games and {AUTO_GENERATE['valid_seen']} per validation split "
               f"of {' and '.join(AUTO_GENERATE['task_types'])}, in rooms of 4-5 receptacles).", flush=True)
-        generate_dataset(root, progress=True, **AUTO_GENERATE)
+        generate_dataset(root, progress=True, out_flag="--data-root", **AUTO_GENERATE)
     return discover_games(root, config.train_split, max_games=config.max_train_games, seed=config.seed)
 
 # %% ../../nbs/runs/41_train.ipynb #6ac40d2b
