@@ -12,6 +12,8 @@ CLI = str(Path(sys.executable).parent / "alfworld-rl")
 TINY_TRAIN = ["--backend", "local", "--base-model", "tiny-qwen3", "--games-per-batch", "1", "--group-size", "2",
               "--max-episode-steps", "2", "--max-assistant-tokens", "16", "--max-trajectory-tokens", "4096",
               "--swanlab-mode", "disabled", "--lora-rank", "4"]
+TINY_SFT = ["--backend", "local", "--base-model", "tiny-qwen3", "--games-per-batch", "1", "--max-train-games", "2",
+            "--max-trajectory-tokens", "4096", "--swanlab-mode", "disabled"]
 TINY_EVAL = ["--backend", "local", "--base-model", "tiny-qwen3", "--max-episode-steps", "2",
              "--max-assistant-tokens", "16", "--max-trajectory-tokens", "4096", "--games-per-batch", "1", "--no-report"]
 
@@ -357,3 +359,66 @@ def test_interrupted_eval_prints_a_working_resume_command(small_data_root, tmp_p
     records = read_jsonl(out)
     ids = [r["game_id"] for r in records if r["type"] == "trajectory"]
     assert len(ids) == len(set(ids)) == 4 and records[-1]["type"] == "summary"
+
+
+# ---- 6. every hint names a flag of the command that printed it --------------------------------------------------
+
+def _official_like_root(small_data_root, tmp_path):
+    "A data root with validation games but no train split and no generator manifest (like a partial download)."
+    root = tmp_path / "data"
+    shutil.copytree(small_data_root / "json_2.1.1" / "valid_seen", root / "json_2.1.1" / "valid_seen")
+    return root
+
+
+@pytest.mark.parametrize("command", ["train", "sft"])
+def test_a_data_root_without_train_games_names_data_root(command, small_data_root, tmp_path):
+    root = _official_like_root(small_data_root, tmp_path)
+    tiny = TINY_TRAIN if command == "train" else TINY_SFT
+    r = cli(command, *tiny, "--max-steps", "1", "--data-root", root, "--output-dir", tmp_path / "runs", "--no-report",
+            cwd=tmp_path)
+    [line] = _error_lines(r)
+    assert r.returncode == 1 and "use another --data-root" in line and "--out " not in line + " ", line
+
+
+def test_agreement_names_its_own_split_flag(small_data_root, tmp_path):
+    r = cli("agreement", "a=base", "--base-model", "tiny-qwen3", "--data-root", small_data_root, "--split", "valid_seen",
+            "--max-games", "1", "--max-episode-steps", "1", cwd=tmp_path)
+    [line] = _error_lines(r)
+    assert "of --split valid_seen" in line and "--train-split" not in line, line
+
+
+def test_analyze_a_folder_says_it_is_a_folder(tmp_path):
+    (tmp_path / "evals").mkdir()
+    line = one_line_error(cli("analyze", f"a={tmp_path / 'evals'}", cwd=tmp_path), 2)
+    assert f"{tmp_path / 'evals'}: a directory, not an evaluation file" in line and "missing" not in line, line
+
+
+def test_second_mini_on_one_folder_names_out_dir(tmp_path):
+    out = tmp_path / "mini"
+    first = subprocess.Popen([CLI, "mini", "--settings", "smoke", "--out-dir", str(out), "--no-report"], cwd=tmp_path,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        t0 = time.time()
+        while not ((out / ".lock").is_file() and (out / ".lock").read_text().strip()) and time.time() - t0 < 120:
+            assert first.poll() is None
+            time.sleep(0.2)
+        line = one_line_error(cli("mini", "--settings", "smoke", "--out-dir", out, "--no-report", cwd=tmp_path), 2)
+        assert line.startswith(f"alfworld-rl mini: error: --out-dir: the run directory {out} is in use by process"), line
+        assert "--run-name" not in line and line.endswith("or choose another --out-dir"), line
+    finally:
+        os.killpg(first.pid, signal.SIGKILL); first.wait()
+
+
+# ---- 6. a rerun of mini writes one record per stage -------------------------------------------------------------
+
+def test_mini_rerun_logs_demonstrations_once(tmp_path):
+    from alfworld_rl.mini import recipe as mini
+    s = mini.settings_from("smoke")
+    paths = mini.MiniPaths(tmp_path / "mini")
+    mini.mini_data(s, paths, progress=False)
+    mini.mini_demonstrations(s, paths, progress=False)      # the first call, then interrupted before SFT finished
+    first = read_jsonl(paths.stages)
+    mini.mini_demonstrations(s, paths, progress=False)      # the rerun redoes them
+    stages = read_jsonl(paths.stages)
+    assert [r["stage"] for r in stages] == ["demonstrations"]
+    assert stages[0]["seconds"] > first[0]["seconds"]       # both calls' time, in one record

@@ -144,7 +144,7 @@ def mini_data(s: MiniSettings, paths: MiniPaths, progress: bool = True) -> Path:
     return generate_dataset(paths.data, train=s.train_games, valid_seen=s.valid_games, valid_unseen=s.valid_games,
                             seed=s.data_seed, min_receptacles=s.min_receptacles, max_receptacles=s.max_receptacles,
                             distractors=s.distractors, max_plan_steps=s.max_plan_steps,
-                            task_types=list(s.task_types), progress=progress)
+                            task_types=list(s.task_types), progress=progress, out_flag="--out-dir")
 
 def base_model_path(s: MiniSettings) -> Path:
     "The directory of the base model of `s` (the shipped `mini-base` unless the settings name another)."
@@ -152,9 +152,18 @@ def base_model_path(s: MiniSettings) -> Path:
     return resolve_model_path(s.base_model).resolve()
 
 # %% ../../nbs/mini/53_recipe.ipynb #1ba73588
-def _log_stage(paths: MiniPaths, stage: str, seed, seconds: float) -> None:
-    "Record how long a stage took."
-    append_jsonl(paths.stages, {"stage": stage, "seed": seed, "seconds": round(seconds, 2)})
+def _log_stage(paths: MiniPaths, stage: str, seed, seconds: float, merge: bool = False, **extra) -> None:
+    """Record how long a stage took. With `merge` (only from the main process, while no seed worker writes), a stage
+    done again by a rerun after an interrupt adds its seconds to the stage's one record instead of a second record."""
+    if merge:
+        from alfworld_rl.core import rewrite_jsonl
+        records = read_jsonl(paths.stages)
+        same = [r for r in records if r.get("stage") == stage and r.get("seed") == seed]
+        if same:
+            same[-1].update(extra, seconds=round(same[-1]["seconds"] + seconds, 2))
+            rewrite_jsonl(paths.stages, records)
+            return
+    append_jsonl(paths.stages, {"stage": stage, "seed": seed, "seconds": round(seconds, 2), **extra})
 
 def _final_save(run_dir: Path, steps: int) -> dict | None:
     "The checkpoint record of step `steps` in `run_dir`, if it was saved."
@@ -300,8 +309,7 @@ def run_mini(s: MiniSettings, root: str | os.PathLike, progress: bool = True, wo
     demos = mini_demonstrations(s, paths, progress) if sft_left else []
     run_seeds(s, paths, demos, workers, progress)
     if len(read_jsonl(paths.stages)) > logged:           # this call did some work: record its wall clock
-        append_jsonl(paths.stages, {"stage": "run", "seed": None, "seconds": round(time.perf_counter() - start, 2),
-                                    "workers": min(workers, len(s.seeds))})
+        _log_stage(paths, "run", None, time.perf_counter() - start, merge=True, workers=min(workers, len(s.seeds)))
     return paths
 
 def mini_demonstrations(s: MiniSettings, paths: MiniPaths, progress: bool = True) -> list:
@@ -312,7 +320,7 @@ def mini_demonstrations(s: MiniSettings, paths: MiniPaths, progress: bool = True
     t0 = time.perf_counter()
     c = sft_config(s, paths, s.seeds[0])
     demos = expert_trajectories(discover_games(paths.data, "train"), load_tokenizer(str(base_model_path(s))), c, progress)
-    _log_stage(paths, "demonstrations", None, time.perf_counter() - t0)
+    _log_stage(paths, "demonstrations", None, time.perf_counter() - t0, merge=True)   # redone by a rerun: one record
     return demos
 
 # %% ../../nbs/mini/53_recipe.ipynb #5728302a
@@ -440,8 +448,13 @@ def cli_mini(args) -> int:
     overrides = mini_overrides(args)
     s = settings_from(args.settings, **overrides)
     workers = check_workers(len(s.seeds) if args.workers is None else args.workers)
-    from alfworld_rl.run_lock import check_writable_dir
+    from alfworld_rl.run_lock import check_writable_dir, run_dir_lock
     check_writable_dir(args.out_dir, "--out-dir")      # before any model is built or game generated
+    with run_dir_lock(args.out_dir, flag="--out-dir", dir_flag="--out-dir"):   # a second mini here: refused, naming --out-dir
+        return _run_mini_command(args, s, overrides, workers)
+
+def _run_mini_command(args, s: MiniSettings, overrides: dict, workers: int) -> int:
+    "The body of `cli_mini`, run while holding the experiment directory."
     if args.no_report:
         paths = run_mini(s, args.out_dir, workers=workers)
         print(seed_table(paths, s.seeds)[0])

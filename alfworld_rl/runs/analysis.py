@@ -79,6 +79,11 @@ def load_summary(path: str | os.PathLike, label: str | None = None) -> EvalSumma
     if not summaries:
         raise UserError(f"{path}: no summary record; the evaluation did not finish "
                         f"(complete it with `alfworld-rl eval --resume --output {path}` and its original flags)")
+    ids = [r.get("game_id") for r in records if isinstance(r, dict) and r.get("type") == "trajectory"]
+    if len(ids) > len(set(ids)):               # a summary written over repeated records counts a game twice
+        raise UserError(f"{path}: {len(ids) - len(set(ids))} games have more than one trajectory record, so its summary "
+                        f"may count them twice; `alfworld-rl eval --resume --output {path}` (with its original flags) "
+                        "drops the repeats and writes the summary again")
     s = summaries[-1]
     metrics = s.get("metrics")
     if not isinstance(metrics, dict):
@@ -323,6 +328,10 @@ def parse_eval_files(items: list[str] | None) -> dict[str, str]:
 
 def load_summaries(files: dict[str, str]) -> list[EvalSummary]:
     "Load every file's summary (naming all missing files at once) and check that they are comparable."
+    folders = [p for p in files.values() if Path(p).is_dir()]
+    if folders:
+        raise UserError(f"{', '.join(folders)}: a directory, not an evaluation file; name the JSONL file that "
+                        f"`alfworld-rl eval --output <path>` wrote, as label=path", status=2)
     missing = [p for p in files.values() if not Path(p).is_file()]
     if missing:
         raise UserError(f"missing evaluation file(s): {', '.join(missing)}; write them with `alfworld-rl eval "
