@@ -341,8 +341,8 @@ def test_eval_resume_drops_repeated_records(small_data_root, tmp_path):
 def test_interrupted_eval_prints_a_working_resume_command(small_data_root, tmp_path):
     import shlex
     out = tmp_path / "my eval.jsonl"
-    proc = subprocess.Popen([CLI, "eval", *TINY_EVAL, "--data-root", str(small_data_root), "--limit-per-split", "2",
-                             "--max-episode-steps", "30", "--output", str(out)], cwd=tmp_path, stdout=subprocess.PIPE,
+    proc = subprocess.Popen([CLI, "eval", *TINY_EVAL, "--data-root", str(small_data_root), "--limit-per-split", "1",
+                             "--max-episode-steps", "8", "--output", str(out)], cwd=tmp_path, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     t0 = time.time()
     while not read_jsonl(out) and time.time() - t0 < 300:
@@ -358,7 +358,7 @@ def test_interrupted_eval_prints_a_working_resume_command(small_data_root, tmp_p
     assert r.returncode == 0, r.stderr
     records = read_jsonl(out)
     ids = [r["game_id"] for r in records if r["type"] == "trajectory"]
-    assert len(ids) == len(set(ids)) == 4 and records[-1]["type"] == "summary"
+    assert len(ids) == len(set(ids)) == 2 and records[-1]["type"] == "summary"
 
 
 # ---- 6. every hint names a flag of the command that printed it --------------------------------------------------
@@ -422,3 +422,33 @@ def test_mini_rerun_logs_demonstrations_once(tmp_path):
     stages = read_jsonl(paths.stages)
     assert [r["stage"] for r in stages] == ["demonstrations"]
     assert stages[0]["seconds"] > first[0]["seconds"]       # both calls' time, in one record
+
+
+# ---- 4. a full disk during training: one line, whole records only, --resume continues ---------------------------
+
+def test_train_on_a_full_disk(small_data_root, tmp_path):
+    runs = tmp_path / "runs"
+    args = ["train", *TINY_TRAIN, "--max-steps", "2", "--save-every", "1", "--run-name", "full", "--data-root",
+            small_data_root, "--output-dir", runs, "--no-report"]
+    r = cli_full_disk("alfworld_rl.core", "metrics.jsonl", 1, *args, cwd=tmp_path)   # update 2's record meets a full disk
+    assert r.returncode == 1, r.stderr
+    [line] = _error_lines(r)
+    assert line.startswith(f"alfworld-rl train: error: cannot write {runs / 'full' / 'metrics.jsonl'}: No space left"), line
+    metrics = runs / "full" / "metrics.jsonl"
+    assert metrics.read_text().endswith("\n") and [m["step"] for m in read_jsonl(metrics)] == [1]
+    r = cli("train", "--run-name", "full", "--output-dir", runs, "--resume", "--no-report", cwd=tmp_path)
+    assert r.returncode == 0 and "Resumed full after update 1" in r.stdout, r.stderr
+    assert [m["step"] for m in read_jsonl(metrics)] == [1, 2]
+
+
+# ---- 6. a refused eval resume changes no file ------------------------------------------------------------------
+
+def test_refused_eval_resume_leaves_the_file_as_it_was(tmp_path):
+    out = tmp_path / "eval.jsonl"
+    rec = {"type": "trajectory", "game_id": "valid_seen:a/trial_1", "eval_settings": {"seed": 42}}
+    out.write_text(json.dumps(rec) + "\n" + json.dumps(rec) + '\n{"type": "traj')      # a repeat and a cut last line
+    before = out.read_bytes()
+    line = one_line_error(cli("eval", "--base-model", "tiny-qwen3", "--output", out, "--resume", "--seed", "7",
+                              "--no-report", cwd=tmp_path), 2)
+    assert "--seed 42 (now 7)" in line, line
+    assert out.read_bytes() == before

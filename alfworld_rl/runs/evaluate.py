@@ -104,8 +104,7 @@ def prepare_output(c: EvalConfig) -> list[dict]:
     if not c.resume:
         raise UserError(f"{path} already exists; pass --overwrite-output to replace it or --resume to continue it",
                         status=2)
-    truncate_partial_line(path)
-    try: records = read_jsonl(path)
+    try: records = read_jsonl(path)            # a cut last line is left out here, and dropped below once resuming is sure
     except ValueError as e: raise UserError(f"cannot resume {path}: {e}")
     want = result_settings(c)
     for r in records:
@@ -116,6 +115,7 @@ def prepare_output(c: EvalConfig) -> list[dict]:
             flags = ", ".join(f"--{k.replace('_', '-')} {have[k]!r} (now {want[k]!r})" for k in diff)
             raise UserError(f"cannot resume {path}: it was written with {flags}; use the same settings or a new --output",
                             status=2)
+    truncate_partial_line(path)               # every check passed: only now is the file changed
     kept = unique_trajectories(records)
     if len(kept) < len(records):          # a game played twice (two writers before the lock, a hand-merged file)
         ids = [r["game_id"] for r in records if r.get("type") == "trajectory"]
