@@ -110,8 +110,10 @@ class RunLock:
             f.close()
             if e.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK): raise self.busy_error() from None
             raise unwritable(self.dir_flag, self.path.parent, e) from None
-        f.seek(0); f.truncate()
-        f.write(f"{os.getpid()} ({' '.join(['alfworld-rl', *sys.argv[1:3]]) if sys.argv else ''})".encode()); f.flush()
+        try:                               # who holds it, for the message of a second process (best effort: a full disk)
+            f.seek(0); f.truncate()
+            f.write(f"{os.getpid()} ({' '.join(['alfworld-rl', *sys.argv[1:3]]) if sys.argv else ''})".encode()); f.flush()
+        except OSError: pass
         _held[self.key] = [f, 1]
         os.environ[HELD_ENV] = os.pathsep.join([p for p in os.environ.get(HELD_ENV, "").split(os.pathsep) if p] + [self.key])
         self.held = True
