@@ -79,9 +79,9 @@ def load_summary(path: str | os.PathLike, label: str | None = None) -> EvalSumma
     if not summaries:
         raise UserError(f"{path}: no summary record; the evaluation did not finish "
                         f"(complete it with `alfworld-rl eval --resume --output {path}` and its original flags)")
-    ids = [r.get("game_id") for r in records if isinstance(r, dict) and r.get("type") == "trajectory"]
-    if len(ids) > len(set(ids)):               # a summary written over repeated records counts a game twice
-        raise UserError(f"{path}: {len(ids) - len(set(ids))} games have more than one trajectory record, so its summary "
+    ids = [(r.get("game_id"), r.get("branch", 0)) for r in records if isinstance(r, dict) and r.get("type") == "trajectory"]
+    if len(ids) > len(set(ids)):               # a summary written over repeated records counts an episode twice
+        raise UserError(f"{path}: {len(ids) - len(set(ids))} episodes have more than one trajectory record, so its summary "
                         f"may count them twice; `alfworld-rl eval --resume --output {path}` (with its original flags) "
                         "drops the repeats and writes the summary again")
     s = summaries[-1]

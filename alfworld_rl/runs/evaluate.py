@@ -15,12 +15,12 @@ from ..settings import (Setting, configuration, pick, integer, one_of, bad, chec
 
 # %% auto #0
 __all__ = ['SPLITS', 'SPLIT_CHOICES', 'EVALUATION', 'OUTPUT', 'SAMPLING', 'RESULT_SETTINGS', 'EVAL_METRICS', 'EvalConfig',
-           'validate_eval_config', 'result_settings', 'prepare_output', 'unique_trajectories', 'finished_game_ids',
-           'trajectory_record', 'success_standard_error', 'split_metrics', 'summarize_records', 'print_metrics',
-           'summary_record', 'stop_reason_counts', 'invalid_action_breakdown', 'steps_to_success', 'render_transcript',
-           'select_games', 'with_broken_games', 'report_env_errors', 'rollout_config', 'evaluate_games',
-           'make_sampling_client', 'evaluate', 'log_to_swanlab', 'report_template', 'execute_report', 'cli_eval_parser',
-           'config_from_args', 'eval_resume_command', 'cli_eval']
+           'validate_eval_config', 'result_settings', 'prepare_output', 'episode_key', 'unique_trajectories',
+           'finished_game_ids', 'trajectory_record', 'success_standard_error', 'split_metrics', 'summarize_records',
+           'print_metrics', 'summary_record', 'stop_reason_counts', 'invalid_action_breakdown', 'steps_to_success',
+           'render_transcript', 'select_games', 'with_broken_games', 'report_env_errors', 'rollout_config',
+           'evaluate_games', 'make_sampling_client', 'evaluate', 'log_to_swanlab', 'report_template', 'execute_report',
+           'cli_eval_parser', 'config_from_args', 'eval_resume_command', 'cli_eval']
 
 # %% ../../nbs/runs/44_evaluate.ipynb #cb872a4b
 SPLITS = ("valid_seen", "valid_unseen")
@@ -118,20 +118,24 @@ def prepare_output(c: EvalConfig) -> list[dict]:
     truncate_partial_line(path)               # every check passed: only now is the file changed
     kept = unique_trajectories(records)
     if len(kept) < len(records):          # a game played twice (two writers before the lock, a hand-merged file)
-        ids = [r["game_id"] for r in records if r.get("type") == "trajectory"]
-        repeated = sorted({g for g in ids if ids.count(g) > 1})
+        ids = [episode_key(r) for r in records if r.get("type") == "trajectory"]
+        repeated = sorted({g for g, b in ids if ids.count((g, b)) > 1})
         print(f"Note: {path} held {len(records) - len(kept)} repeated trajectory records (games {', '.join(repeated)}); "
               "kept the first of each", file=sys.stderr, flush=True)
         rewrite_jsonl(path, kept)
     return kept
 
+def episode_key(record: dict) -> tuple:
+    "What makes a trajectory record one episode: its game and its branch (one per `--episodes-per-game`)."
+    return record.get("game_id"), record.get("branch", 0)
+
 def unique_trajectories(records: list[dict]) -> list[dict]:
-    "`records` without the repeated trajectory records of a game (the first of each is kept)."
+    "`records` without the repeated trajectory records of an episode (the first of each is kept)."
     seen, out = set(), []
     for r in records:
         if r.get("type") == "trajectory":
-            if r.get("game_id") in seen: continue
-            seen.add(r.get("game_id"))
+            if episode_key(r) in seen: continue
+            seen.add(episode_key(r))
         out.append(r)
     return out
 
