@@ -13,11 +13,12 @@ from .scenes import (ROOMS, TASK_TYPES, alfred_goals, alfred_logic_files, can_ho
 patch_textworld()   # games are planned and replayed in this process
 
 # %% auto #0
-__all__ = ['SPLITS', 'GAME_FILE', 'TRAJ_FILE', 'MANIFEST', 'DEFAULT_ROOM', 'SMALL_ROOM', 'MAX_ATTEMPTS', 'APPLIANCE', 'ABILITY',
-           'DOMAIN_CONSTANTS', 'SPLIT_CODE', 'mangle', 'alfred_id', 'Receptacle', 'Layout', 'make_layout', 'GameSpec',
-           'sample_game', 'task_description', 'pddl_problem', 'game_grammar', 'load_engine', 'plan_and_check',
-           'GameFiles', 'build_game', 'Slot', 'assign_slots', 'copy_logic', 'write_game', 'generate_dataset',
-           'games_written', 'cli_generate_parser', 'cli_generate']
+__all__ = ['SPLITS', 'GAME_FILE', 'TRAJ_FILE', 'MANIFEST', 'DEFAULT_ROOM', 'SMALL_ROOM', 'MAX_ATTEMPTS', 'CANDIDATE_SECONDS',
+           'CANDIDATE_MEMORY_MB', 'MAX_WORKERS', 'APPLIANCE', 'ABILITY', 'DOMAIN_CONSTANTS', 'SPLIT_CODE',
+           'default_workers', 'mangle', 'alfred_id', 'Receptacle', 'Layout', 'make_layout', 'GameSpec', 'sample_game',
+           'task_description', 'pddl_problem', 'game_grammar', 'load_engine', 'plan_and_check', 'GameFiles',
+           'RoomCannotHost', 'build_candidate', 'build_game', 'Slot', 'assign_slots', 'copy_logic', 'write_game',
+           'generate_dataset', 'games_written', 'dropped_candidates', 'cli_generate_parser', 'cli_generate']
 
 # %% ../../nbs/env/14_generate.ipynb #41423d56
 SPLITS = ("train", "valid_seen", "valid_unseen")
@@ -26,6 +27,13 @@ MANIFEST = "generated_games.jsonl"
 DEFAULT_ROOM = dict(min_receptacles=15, max_receptacles=40, distractors=20, max_plan_steps=30)
 SMALL_ROOM = dict(min_receptacles=4, max_receptacles=6, distractors=3, max_plan_steps=30)
 MAX_ATTEMPTS = 25
+CANDIDATE_SECONDS = 5.0        # CPU seconds one candidate may use to be planned and checked (generate_workers)
+CANDIDATE_MEMORY_MB = 2048     # resident memory a worker may reach while checking one candidate
+MAX_WORKERS = 64
+
+def default_workers() -> int:
+    "One worker per core this process may run on."
+    return max(1, min(MAX_WORKERS, len(os.sched_getaffinity(0))))
 
 # %% ../../nbs/env/14_generate.ipynb #13d954bc
 def mangle(alfred_id: str) -> str:
@@ -264,34 +272,48 @@ class GameFiles:
     game: dict
     traj: dict
 
-def build_game(split: str, index: int, task_type: str, scene: int, *, seed: int, min_receptacles: int,
-               max_receptacles: int, distractors: int, max_plan_steps: int) -> tuple[GameFiles | None, list[str]]:
-    "Draw candidates for one game until one is verified; returns the game (or None) and the rejection reasons."
+class RoomCannotHost(Exception):
+    "The slot's room lacks what its task type needs: no attempt can succeed."
+
+def build_candidate(split: str, index: int, attempt: int, task_type: str, scene: int, *, seed: int,
+                    min_receptacles: int, max_receptacles: int, distractors: int, max_plan_steps: int,
+                    check=None) -> tuple[GameFiles | None, str]:
+    "Attempt `attempt` at one game, planned and verified by `check` (default `plan_and_check`): (game or None, why)."
     layout = make_layout(scene, seed=seed, min_receptacles=min_receptacles, max_receptacles=max_receptacles)
+    rng = random.Random(f"game:{seed}:{split}:{index}:{attempt}")
+    spec = sample_game(task_type, layout, rng, distractors)
+    if spec is None: raise RoomCannotHost(f"scene {scene} cannot host {task_type}")
+    trial = f"trial_T{seed % 10**8:08d}_{SPLIT_CODE[split]}{index:05d}_{attempt:06d}"
+    task = task_description(spec, rng)
+    domain = alfred_logic_files()[0].read_text()
+    game = {"pddl_domain": domain, "grammar": game_grammar(task),
+            "pddl_problem": pddl_problem(spec, f"plan_{trial}"), "solvable": True}
+    plan, why = (check or plan_and_check)(game, max_plan_steps)
+    if plan is None: return None, why
+    game["walkthrough"] = plan
+    recep = spec.toggle_target or spec.parent_target
+    folder = f"{task_type}-{spec.object_target}-None-{recep}-{scene}"
+    traj = {"task_id": trial, "task_type": task_type,
+            "pddl_params": {"object_target": spec.object_target, "parent_target": spec.parent_target,
+                            "toggle_target": spec.toggle_target, "mrecep_target": "", "object_sliced": False},
+            "scene": {"floor_plan": f"FloorPlan{scene}", "scene_num": scene, "room_kind": layout.kind},
+            "turk_annotations": {"anns": [{"task_desc": task[0].upper() + task[1:] + ".", "high_descs": [],
+                                           "assignment_id": "generated"}]},
+            "generator": {"name": "alfworld-rl", "seed": seed, "split": split, "index": index,
+                          "attempt": attempt, "expert_plan_steps": len(plan)}}
+    return GameFiles(split, index, folder, trial, game, traj), why
+
+def build_game(split: str, index: int, task_type: str, scene: int, *, seed: int, min_receptacles: int,
+               max_receptacles: int, distractors: int, max_plan_steps: int, check=None) -> tuple[GameFiles | None, list[str]]:
+    "Draw candidates for one game, in this process, until one is verified; returns the game (or None) and the rejection reasons."
     reasons = []
     for attempt in range(MAX_ATTEMPTS):
-        rng = random.Random(f"game:{seed}:{split}:{index}:{attempt}")
-        spec = sample_game(task_type, layout, rng, distractors)
-        if spec is None: return None, [f"scene {scene} cannot host {task_type}"]
-        trial = f"trial_T{seed % 10**8:08d}_{SPLIT_CODE[split]}{index:05d}_{attempt:06d}"
-        task = task_description(spec, rng)
-        domain = alfred_logic_files()[0].read_text()
-        game = {"pddl_domain": domain, "grammar": game_grammar(task),
-                "pddl_problem": pddl_problem(spec, f"plan_{trial}"), "solvable": True}
-        plan, why = plan_and_check(game, max_plan_steps)
-        if plan is None: reasons.append(why); continue
-        game["walkthrough"] = plan
-        recep = spec.toggle_target or spec.parent_target
-        folder = f"{task_type}-{spec.object_target}-None-{recep}-{scene}"
-        traj = {"task_id": trial, "task_type": task_type,
-                "pddl_params": {"object_target": spec.object_target, "parent_target": spec.parent_target,
-                                "toggle_target": spec.toggle_target, "mrecep_target": "", "object_sliced": False},
-                "scene": {"floor_plan": f"FloorPlan{scene}", "scene_num": scene, "room_kind": layout.kind},
-                "turk_annotations": {"anns": [{"task_desc": task[0].upper() + task[1:] + ".", "high_descs": [],
-                                               "assignment_id": "generated"}]},
-                "generator": {"name": "alfworld-rl", "seed": seed, "split": split, "index": index,
-                              "attempt": attempt, "expert_plan_steps": len(plan)}}
-        return GameFiles(split, index, folder, trial, game, traj), reasons
+        try: g, why = build_candidate(split, index, attempt, task_type, scene, seed=seed, min_receptacles=min_receptacles,
+                                      max_receptacles=max_receptacles, distractors=distractors,
+                                      max_plan_steps=max_plan_steps, check=check)
+        except RoomCannotHost as e: return None, [str(e)]
+        if g is not None: return g, reasons
+        reasons.append(why)
     return None, reasons
 
 # %% ../../nbs/env/14_generate.ipynb #885cd846
@@ -327,7 +349,7 @@ def assign_slots(train: int, valid_seen: int, valid_unseen: int, *, seed: int, t
 
 # %% ../../nbs/env/14_generate.ipynb #0ac6febf
 def _check_args(train, valid_seen, valid_unseen, seed, task_types, min_receptacles, max_receptacles,
-                distractors, max_plan_steps):
+                distractors, max_plan_steps, workers=None, candidate_seconds=None, candidate_memory_mb=None):
     "Raise UserError (status 2) naming the flag for any out-of-range argument."
     for flag, v in (("--train", train), ("--valid-seen", valid_seen), ("--valid-unseen", valid_unseen)):
         if not isinstance(v, int) or v < 0: raise UserError(f"{flag} must be an integer >= 0, got {v!r}", status=2)
@@ -344,6 +366,14 @@ def _check_args(train, valid_seen, valid_unseen, seed, task_types, min_receptacl
         raise UserError(f"--max-receptacles must be in {min_receptacles}..60 (>= --min-receptacles), got {max_receptacles}", status=2)
     if not 0 <= distractors <= 80: raise UserError(f"--distractors must be in 0..80, got {distractors}", status=2)
     if not 4 <= max_plan_steps <= 200: raise UserError(f"--max-plan-steps must be in 4..200, got {max_plan_steps}", status=2)
+    if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or not 1 <= workers <= MAX_WORKERS):
+        raise UserError(f"--workers must be an integer in 1..{MAX_WORKERS}, got {workers!r}", status=2)
+    if candidate_seconds is not None and (not isinstance(candidate_seconds, (int, float)) or isinstance(candidate_seconds, bool)
+                                          or not 0 < candidate_seconds <= 3600):
+        raise UserError(f"--candidate-seconds must be a number in (0, 3600], got {candidate_seconds!r}", status=2)
+    if candidate_memory_mb is not None and (not isinstance(candidate_memory_mb, int) or isinstance(candidate_memory_mb, bool)
+                                            or not 64 <= candidate_memory_mb <= 1_048_576):
+        raise UserError(f"--candidate-memory-mb must be an integer in 64..1048576, got {candidate_memory_mb!r}", status=2)
 
 def copy_logic(root: Path) -> None:
     "Put ALFWorld's `alfred.pddl` and `alfred.twl2` under `<root>/logic/`."
@@ -371,10 +401,11 @@ def generate_dataset(out_dir, *, train: int = 0, valid_seen: int = 0, valid_unse
                      max_receptacles: int = DEFAULT_ROOM["max_receptacles"],
                      distractors: int = DEFAULT_ROOM["distractors"],
                      max_plan_steps: int = DEFAULT_ROOM["max_plan_steps"], progress: bool = False,
-                     out_flag: str = "--out") -> Path:
-    "Write verified procedural games in ALFWorld's layout under `out_dir`; resumable; returns the data root."
+                     workers: int | None = None, candidate_seconds: float = CANDIDATE_SECONDS,
+                     candidate_memory_mb: int = CANDIDATE_MEMORY_MB, out_flag: str = "--out") -> Path:
+    "Write verified procedural games in ALFWorld's layout under `out_dir` (`workers` processes, default: one per core); resumable; returns the data root."
     _check_args(train, valid_seen, valid_unseen, seed, task_types, min_receptacles, max_receptacles,
-                distractors, max_plan_steps)
+                distractors, max_plan_steps, workers, candidate_seconds, candidate_memory_mb)
     root = Path(out_dir)
     config = {"type": "config", "train": train, "valid_seen": valid_seen, "valid_unseen": valid_unseen,
               "seed": seed, "task_types": list(task_types or TASK_TYPES), "min_receptacles": min_receptacles,
@@ -394,25 +425,33 @@ def generate_dataset(out_dir, *, train: int = 0, valid_seen: int = 0, valid_unse
     copy_logic(root)
     slots = [s for s in assign_slots(train, valid_seen, valid_unseen, seed=seed, task_types=task_types)
              if (s.split, s.index) not in done]
+    from contextlib import closing
     from tqdm.auto import tqdm
-    bar = tqdm(slots, desc="generating games", unit="game", disable=not progress)
-    t0 = time.perf_counter()
-    for n, s in enumerate(bar, 1):
-        g, reasons = build_game(s.split, s.index, s.task_type, s.scene, seed=seed, min_receptacles=min_receptacles,
-                                max_receptacles=max_receptacles, distractors=distractors, max_plan_steps=max_plan_steps)
-        if g is None:
-            raise UserError(f"could not make game {s.index} of {s.split} ({s.task_type}, scene {s.scene}) in "
-                            f"{MAX_ATTEMPTS} attempts: {'; '.join(sorted(set(reasons)))}; try a larger --max-plan-steps")
-        trial_dir = write_game(root, g)
-        append_jsonl(manifest, {"type": "game", "split": s.split, "index": s.index,
-                                "path": trial_dir.relative_to(root).as_posix()})
-        bar.set_postfix(games_per_s=f"{n / (time.perf_counter() - t0):.2f}")
+    from alfworld_rl.env.generate_workers import make_games
+    room = dict(seed=seed, min_receptacles=min_receptacles, max_receptacles=max_receptacles, distractors=distractors,
+                max_plan_steps=max_plan_steps)
+    with tqdm(total=len(slots), desc="generating games", unit="game", disable=not progress) as bar, \
+         closing(make_games(slots, room, workers=workers or default_workers(), seconds=candidate_seconds,
+                            memory_mb=candidate_memory_mb, bar=bar)) as games:
+        for s, g, drops in games:
+            trial_dir = write_game(root, g)
+            record = {"type": "game", "split": s.split, "index": s.index, "path": trial_dir.relative_to(root).as_posix()}
+            if drops: record["dropped"] = drops
+            append_jsonl(manifest, record)
     return root
 
 # %% ../../nbs/env/14_generate.ipynb #19b64e72
 def games_written(root) -> int:
     "How many games the manifest of data root `root` lists as written (0 when there is none)."
     return sum(1 for r in read_jsonl(Path(root) / MANIFEST) if r.get("type") == "game")
+
+def dropped_candidates(root) -> dict[str, int]:
+    "Candidates dropped over a bound while making the games in `root`'s manifest, by bound (`time`, `memory`, `crash`)."
+    out = {}
+    for r in read_jsonl(Path(root) / MANIFEST):
+        for d in r.get("dropped", ()) if r.get("type") == "game" else ():
+            out[d["why"]] = out.get(d["why"], 0) + 1
+    return out
 
 def cli_generate_parser(parser) -> None:
     "Arguments of `alfworld-rl generate`."
@@ -431,22 +470,37 @@ def cli_generate_parser(parser) -> None:
                         help="most non-target objects per game, 0..80; each game draws between half and this (default 20)")
     parser.add_argument("--max-plan-steps", type=int, default=DEFAULT_ROOM["max_plan_steps"],
                         help="discard games whose expert plan is longer, 4..200 (default 30)")
+    parser.add_argument("--workers", type=int, default=None,
+                        help=f"worker processes checking candidates, 1..{MAX_WORKERS} (default: one per core); "
+                             "the files do not depend on it")
+    parser.add_argument("--candidate-seconds", type=float, default=CANDIDATE_SECONDS,
+                        help=f"CPU seconds one candidate game may take to plan and check, in (0, 3600]; a candidate "
+                             f"over it is dropped and the next attempt drawn (default {CANDIDATE_SECONDS:g})")
+    parser.add_argument("--candidate-memory-mb", type=int, default=CANDIDATE_MEMORY_MB,
+                        help=f"resident memory (MB) a worker may reach on one candidate, 64..1048576; a candidate over "
+                             f"it is dropped (default {CANDIDATE_MEMORY_MB})")
 
 def cli_generate(args) -> int:
     "Run `alfworld-rl generate`."
     from alfworld_rl.run_lock import check_writable_dir
     _check_args(args.train, args.valid_seen, args.valid_unseen, args.seed, args.task_types, args.min_receptacles,
-                args.max_receptacles, args.distractors, args.max_plan_steps)
+                args.max_receptacles, args.distractors, args.max_plan_steps, args.workers, args.candidate_seconds,
+                args.candidate_memory_mb)
     check_writable_dir(args.out, "--out")              # before any game is built
-    had = games_written(args.out)
+    had, dropped_before = games_written(args.out), sum(dropped_candidates(args.out).values())
     t0 = time.perf_counter()
     root = generate_dataset(args.out, train=args.train, valid_seen=args.valid_seen, valid_unseen=args.valid_unseen,
                             seed=args.seed, task_types=args.task_types, min_receptacles=args.min_receptacles,
                             max_receptacles=args.max_receptacles, distractors=args.distractors,
-                            max_plan_steps=args.max_plan_steps, progress=True)
+                            max_plan_steps=args.max_plan_steps, progress=True, workers=args.workers,
+                            candidate_seconds=args.candidate_seconds, candidate_memory_mb=args.candidate_memory_mb)
     secs = time.perf_counter() - t0
     n = games_written(root) - had
     if n == 0: print(f"{root} already holds these {had} games; nothing to write")
     else: print(f"wrote {n} games to {root} in {secs:.1f} s ({n / secs:.2f} games/s)"
                 + (f"; {had} were already there" if had else ""))
+    drops = dropped_candidates(root)
+    if n: print(f"dropped {sum(drops.values()) - dropped_before} candidates over the bounds in this run; in all "
+                f"{drops.get('time', 0)} over --candidate-seconds, {drops.get('memory', 0)} over --candidate-memory-mb, "
+                f"{drops.get('crash', 0)} crashed (listed in {root / MANIFEST})")
     return 0
