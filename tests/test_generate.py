@@ -123,7 +123,12 @@ def test_cli_generate_and_bad_flags(tmp_path, capsys):
     bad = [(["--train", "-1"], "--train"), (["--train", "1", "--min-receptacles", "2"], "--min-receptacles"),
            (["--train", "1", "--max-receptacles", "3"], "--max-receptacles"),
            (["--train", "1", "--distractors", "500"], "--distractors"), (["--valid-seen", "2"], "--valid-seen"),
-           (["--train", "1", "--task-types", "cook_dinner"], "--task-types"), ([], "nothing to generate")]
+           (["--train", "1", "--task-types", "cook_dinner"], "--task-types"), ([], "nothing to generate"),
+           (["--train", "1", "--workers", "0"], "--workers must be an integer in 1..64"),
+           (["--train", "1", "--workers", "65"], "--workers must be an integer in 1..64"),
+           (["--train", "1", "--candidate-seconds", "0"], "--candidate-seconds must be a number in (0, 3600]"),
+           (["--train", "1", "--candidate-seconds", "4000"], "--candidate-seconds must be a number in (0, 3600]"),
+           (["--train", "1", "--candidate-memory-mb", "8"], "--candidate-memory-mb must be an integer in 16..1048576")]
     for flags, name in bad:
         rc = main(["generate", "--out", str(tmp_path / "bad")] + flags)
         err = capsys.readouterr().err
@@ -180,3 +185,84 @@ def test_default_rooms_resemble_alfworld(tmp_path):
             n = len(re.findall(r"^\s*[A-Za-z]\S* - receptacle$", data["pddl_problem"], re.M))
             assert 15 <= n <= 40 and 1 <= len(data["walkthrough"]) <= 30
             assert _play_with_alfworld_wrappers(g.game_file, data["walkthrough"])["won"]
+
+
+# --- workers and candidate bounds (alfworld_rl.env.generate_workers) -----------------------------------------------
+
+def test_worker_count_does_not_change_the_files(tmp_path):
+    args = dict(train=6, valid_seen=2, valid_unseen=2, seed=13, **SMALL_ROOM)
+    one = generate_dataset(tmp_path / "one", workers=1, **args)
+    two = generate_dataset(tmp_path / "two", workers=2, **args)
+    assert _tree(one) == _tree(two)
+    # and they are the games the TextWorld check makes, one slot after another in this process
+    from alfworld_rl.env.generate import assign_slots, build_game
+    for s in assign_slots(6, 2, 2, seed=13):
+        g, why = build_game(s.split, s.index, s.task_type, s.scene, seed=13, **SMALL_ROOM)
+        trial = one / "json_2.1.1" / s.split / g.folder / g.trial
+        assert json.loads((trial / "game.tw-pddl").read_text()) == g.game
+        assert json.loads((trial / "traj_data.json").read_text()) == g.traj
+
+
+def test_candidate_over_the_time_bound_is_dropped_and_reported(tmp_path, capsys):
+    out = tmp_path / "g"
+    rc = main(["generate", "--out", str(out), "--train", "2", "--min-receptacles", "4", "--max-receptacles", "5",
+               "--distractors", "2", "--workers", "2", "--candidate-seconds", "0.001"])
+    err = capsys.readouterr().err.strip().splitlines()[-1]       # after the progress bar
+    assert rc == 1 and err.startswith("alfworld-rl generate: error: could not make game 0 of train"), err
+    assert "25 candidates dropped (25 over --candidate-seconds 0.001, 0 over --candidate-memory-mb 2048" in err
+    # nothing was written for the slot; the folder resumes with a workable bound
+    assert [json.loads(l)["type"] for l in (out / MANIFEST).read_text().splitlines()] == ["config"]
+    rc = main(["generate", "--out", str(out), "--train", "2", "--min-receptacles", "4", "--max-receptacles", "5",
+               "--distractors", "2", "--workers", "2"])
+    assert rc == 0 and "dropped 0 candidates" in capsys.readouterr().out
+
+
+def test_candidate_over_the_memory_bound_is_dropped(tmp_path):
+    from alfworld_rl.core import UserError
+    with pytest.raises(UserError, match=r"25 candidates dropped \(0 over --candidate-seconds 5, 25 over --candidate-memory-mb 16"):
+        generate_dataset(tmp_path / "m", train=1, seed=0, workers=1, candidate_memory_mb=16, **SMALL_ROOM)
+
+
+def _game_lines(root: Path) -> list[dict]:
+    return [json.loads(l) for l in (root / MANIFEST).read_text().splitlines() if '"game"' in l]
+
+
+def test_interrupt_and_resume_with_workers(tmp_path):
+    import signal
+    flags = ["--train", "30", "--valid-unseen", "6", "--seed", "4", "--min-receptacles", "4", "--max-receptacles", "6",
+             "--distractors", "3"]
+    whole = tmp_path / "whole"
+    assert main(["generate", "--out", str(whole), "--workers", "1"] + flags) == 0
+    part = tmp_path / "part"
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; from alfworld_rl.cli import main; sys.exit(main(sys.argv[1:]))",
+                             "generate", "--out", str(part), "--workers", "2"]
+                            + flags, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    t0 = time.time()
+    while time.time() - t0 < 240:
+        if (part / MANIFEST).exists() and len(_game_lines(part)) >= 5: break
+        if proc.poll() is not None: break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err          # interrupted mid-run: the manifest holds a prefix of the games
+    written = _game_lines(part)
+    assert 5 <= len(written) < 36
+    assert main(["generate", "--out", str(part), "--workers", "2"] + flags) == 0
+    lines = _game_lines(part)
+    assert len(lines) == len({(r["split"], r["index"]) for r in lines}) == 36     # nothing lost, nothing twice
+    assert _tree(part) == _tree(whole)
+
+
+@pytest.mark.slow
+def test_a_slow_default_room_candidate_gives_way(tmp_path, capsys):
+    "Seed 2, train slot 11 (pick_two_obj_and_place): its first candidate searches for 10-16 s, far over a 4 s bound."
+    out = tmp_path / "d"
+    assert main(["generate", "--out", str(out), "--train", "12", "--seed", "2", "--candidate-seconds", "4"]) == 0
+    assert re.search(r"dropped [1-9]\d* candidates over the bounds in this run; in all [1-9]\d* over --candidate-seconds",
+                     capsys.readouterr().out)
+    rec = next(r for r in _game_lines(out) if r["index"] == 11)
+    assert {"attempt": 0, "why": "time"} in rec["dropped"]
+    traj = json.loads((out / rec["path"] / "traj_data.json").read_text())
+    assert traj["generator"]["attempt"] > 0
+    data = json.loads((out / rec["path"] / "game.tw-pddl").read_text())
+    assert _play_with_alfworld_wrappers(str(out / rec["path"] / "game.tw-pddl"), data["walkthrough"])["won"]

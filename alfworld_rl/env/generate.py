@@ -372,8 +372,8 @@ def _check_args(train, valid_seen, valid_unseen, seed, task_types, min_receptacl
                                           or not 0 < candidate_seconds <= 3600):
         raise UserError(f"--candidate-seconds must be a number in (0, 3600], got {candidate_seconds!r}", status=2)
     if candidate_memory_mb is not None and (not isinstance(candidate_memory_mb, int) or isinstance(candidate_memory_mb, bool)
-                                            or not 64 <= candidate_memory_mb <= 1_048_576):
-        raise UserError(f"--candidate-memory-mb must be an integer in 64..1048576, got {candidate_memory_mb!r}", status=2)
+                                            or not 16 <= candidate_memory_mb <= 1_048_576):
+        raise UserError(f"--candidate-memory-mb must be an integer in 16..1048576, got {candidate_memory_mb!r}", status=2)
 
 def copy_logic(root: Path) -> None:
     "Put ALFWorld's `alfred.pddl` and `alfred.twl2` under `<root>/logic/`."
@@ -477,7 +477,7 @@ def cli_generate_parser(parser) -> None:
                         help=f"CPU seconds one candidate game may take to plan and check, in (0, 3600]; a candidate "
                              f"over it is dropped and the next attempt drawn (default {CANDIDATE_SECONDS:g})")
     parser.add_argument("--candidate-memory-mb", type=int, default=CANDIDATE_MEMORY_MB,
-                        help=f"resident memory (MB) a worker may reach on one candidate, 64..1048576; a candidate over "
+                        help=f"resident memory (MB) a worker may reach on one candidate, 16..1048576; a candidate over "
                              f"it is dropped (default {CANDIDATE_MEMORY_MB})")
 
 def cli_generate(args) -> int:

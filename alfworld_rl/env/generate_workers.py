@@ -186,17 +186,17 @@ class CandidatePool:
     def __enter__(self): return self
     def __exit__(self, *exc): self.close()
 
-# %% ../../nbs/env/14a_generate_workers.ipynb #0a9ac724
+# %% ../../nbs/env/14a_generate_workers.ipynb #2b330cf9
 def _failure(slot, reasons: list[str], drops: list[dict], seconds: float, memory_mb: int) -> UserError:
     "The error for a slot that ran out of attempts."
-    msg = (f"could not make game {slot.index} of {slot.split} ({slot.task_type}, scene {slot.scene}) in "
-           f"{MAX_ATTEMPTS} attempts: {'; '.join(sorted(set(reasons)))}")
+    parts = sorted(set(reasons))
     if drops:
-        n_time = sum(d["why"] == TIME for d in drops)
-        msg += (f"; {len(drops)} candidates dropped ({n_time} over --candidate-seconds {seconds:g}, "
-                f"{sum(d['why'] == MEMORY for d in drops)} over --candidate-memory-mb {memory_mb}, "
-                f"{sum(d['why'] == CRASH for d in drops)} crashed)")
-    return UserError(msg + "; try a larger --max-plan-steps" + (" or larger bounds" if drops else ""))
+        parts.append(f"{len(drops)} candidates dropped ({sum(d['why'] == TIME for d in drops)} over --candidate-seconds "
+                     f"{seconds:g}, {sum(d['why'] == MEMORY for d in drops)} over --candidate-memory-mb {memory_mb}, "
+                     f"{sum(d['why'] == CRASH for d in drops)} crashed)")
+    hint = " or larger candidate bounds" if drops else ""
+    return UserError(f"could not make game {slot.index} of {slot.split} ({slot.task_type}, scene {slot.scene}) in "
+                     f"{MAX_ATTEMPTS} attempts: {'; '.join(parts)}; try a larger --max-plan-steps{hint}")
 
 def _ends_at(bar) -> str:
     "Clock time at which the bar's run should end, at its rate so far."
