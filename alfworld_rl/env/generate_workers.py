@@ -71,7 +71,7 @@ def plan_fast(game_data: dict, max_plan_steps: int) -> tuple[list[str] | None, s
     if not won: return None, "replaying the plan does not win"
     return plan, "ok"
 
-# %% ../../nbs/env/14a_generate_workers.ipynb #f4558c9a
+# %% ../../nbs/env/14a_generate_workers.ipynb #1bde17b3
 def _worker_main(conn) -> None:
     "Check candidates sent over `conn` until it closes."
     import resource
@@ -110,11 +110,12 @@ class Outcome:
     why: str = ""
     hopeless: bool = False
     dropped: str | None = None
+    cpu: float = 0.0         # CPU seconds the candidate used (as far as the parent saw, when it was killed)
 
 class _Worker:
     def __init__(self, proc, conn): self.proc, self.conn, self.job, self.cpu0, self.t0 = proc, conn, None, 0.0, 0.0
 
-# %% ../../nbs/env/14a_generate_workers.ipynb #5c9d568a
+# %% ../../nbs/env/14a_generate_workers.ipynb #29f943e4
 TIME, MEMORY, CRASH = "time", "memory", "crash"
 
 class CandidatePool:
@@ -161,17 +162,17 @@ class CandidatePool:
                 except (EOFError, OSError):
                     out.append(Outcome(slot, attempt, dropped=CRASH)); self._replace(w); continue
                 w.job = None
-                if cpu > self.seconds: out.append(Outcome(slot, attempt, dropped=TIME))
-                elif peak_mb > self.memory_mb: out.append(Outcome(slot, attempt, dropped=MEMORY)); self._replace(w)
+                if cpu > self.seconds: out.append(Outcome(slot, attempt, dropped=TIME, cpu=cpu))
+                elif peak_mb > self.memory_mb: out.append(Outcome(slot, attempt, dropped=MEMORY, cpu=cpu)); self._replace(w)
                 else:
-                    out.append(Outcome(slot, attempt, g, why, hopeless))
+                    out.append(Outcome(slot, attempt, g, why, hopeless, cpu=cpu))
                     if resident_mb(w.proc.pid) > self.memory_mb / 2: self._replace(w)
                 continue
-            pid = w.proc.pid
-            if not w.proc.is_alive(): out.append(Outcome(slot, attempt, dropped=CRASH)); self._replace(w)
-            elif cpu_seconds(pid) - w.cpu0 > self.seconds: out.append(Outcome(slot, attempt, dropped=TIME)); self._replace(w)
-            elif resident_mb(pid) > self.memory_mb: out.append(Outcome(slot, attempt, dropped=MEMORY)); self._replace(w)
-            elif time.monotonic() - w.t0 > 10 * self.seconds + 60: out.append(Outcome(slot, attempt, dropped=TIME)); self._replace(w)
+            pid, cpu = w.proc.pid, cpu_seconds(w.proc.pid) - w.cpu0
+            drop = (CRASH if not w.proc.is_alive() else TIME if cpu > self.seconds else
+                    MEMORY if resident_mb(pid) > self.memory_mb else
+                    TIME if time.monotonic() - w.t0 > 10 * self.seconds + 60 else None)
+            if drop: out.append(Outcome(slot, attempt, dropped=drop, cpu=cpu)); self._replace(w)
         return out
 
     def close(self) -> None:
