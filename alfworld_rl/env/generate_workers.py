@@ -187,7 +187,7 @@ class CandidatePool:
     def __enter__(self): return self
     def __exit__(self, *exc): self.close()
 
-# %% ../../nbs/env/14a_generate_workers.ipynb #2b330cf9
+# %% ../../nbs/env/14a_generate_workers.ipynb #d4af5008
 def _failure(slot, reasons: list[str], drops: list[dict], seconds: float, memory_mb: int) -> UserError:
     "The error for a slot that ran out of attempts."
     parts = sorted(set(reasons))
@@ -198,6 +198,11 @@ def _failure(slot, reasons: list[str], drops: list[dict], seconds: float, memory
     hint = " or larger candidate bounds" if drops else ""
     return UserError(f"could not make game {slot.index} of {slot.split} ({slot.task_type}, scene {slot.scene}) in "
                      f"{MAX_ATTEMPTS} attempts: {'; '.join(parts)}; try a larger --max-plan-steps{hint}")
+
+def _bar_info(bar, dropped: int) -> dict:
+    "The bar's postfix: games per second so far, the expected end (clock time) and the dropped candidates."
+    secs = max(bar.format_dict["elapsed"], 1e-9)
+    return dict(games_per_s=f"{bar.n / secs:.2f}", ends=_ends_at(bar), dropped=dropped)
 
 def _ends_at(bar) -> str:
     "Clock time at which the bar's run should end, at its rate so far."
@@ -234,7 +239,7 @@ def make_games(slots: list, room: dict, *, workers: int, seconds: float = CANDID
                 else: st["reasons"].append(o.why)
                 if o.hopeless or st["attempt"] >= MAX_ATTEMPTS: ready[i] = None
                 else: todo.append(i)
-                if bar is not None: bar.set_postfix(dropped=n_dropped, ends=_ends_at(bar), refresh=False)
+                if bar is not None: bar.set_postfix(_bar_info(bar, n_dropped), refresh=False)
             while emitted in ready:
                 done = ready.pop(emitted)
                 if done is None:
@@ -244,4 +249,4 @@ def make_games(slots: list, room: dict, *, workers: int, seconds: float = CANDID
                 emitted += 1
                 if bar is not None:
                     bar.update(1)
-                    bar.set_postfix(dropped=n_dropped, ends=_ends_at(bar))
+                    bar.set_postfix(_bar_info(bar, n_dropped))
