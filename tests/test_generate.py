@@ -117,7 +117,7 @@ def test_cli_generate_and_bad_flags(tmp_path, capsys):
                "pick_heat_then_place_in_recep", "--min-receptacles", "4", "--max-receptacles", "5",
                "--distractors", "2"])
     assert rc == 0
-    assert re.search(r"wrote 2 games to .* \([\d.]+ games/s\)", capsys.readouterr().out)
+    assert re.search(r"wrote 2 games to .* \([\d.]+ games/s, \d+ candidates, [\d.]+ CPU s per game\)", capsys.readouterr().out)
     games = discover_games(out, "train") + discover_games(out, "valid_unseen")
     assert {g.task_type for g in games} == {"pick_heat_then_place_in_recep"}
     bad = [(["--train", "-1"], "--train"), (["--train", "1", "--min-receptacles", "2"], "--min-receptacles"),

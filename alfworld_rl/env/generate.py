@@ -402,7 +402,8 @@ def generate_dataset(out_dir, *, train: int = 0, valid_seen: int = 0, valid_unse
                      distractors: int = DEFAULT_ROOM["distractors"],
                      max_plan_steps: int = DEFAULT_ROOM["max_plan_steps"], progress: bool = False,
                      workers: int | None = None, candidate_seconds: float = CANDIDATE_SECONDS,
-                     candidate_memory_mb: int = CANDIDATE_MEMORY_MB, out_flag: str = "--out") -> Path:
+                     candidate_memory_mb: int = CANDIDATE_MEMORY_MB, stats: dict | None = None,
+                     out_flag: str = "--out") -> Path:
     "Write verified procedural games in ALFWorld's layout under `out_dir` (`workers` processes, default: one per core); resumable; returns the data root."
     _check_args(train, valid_seen, valid_unseen, seed, task_types, min_receptacles, max_receptacles,
                 distractors, max_plan_steps, workers, candidate_seconds, candidate_memory_mb)
@@ -432,7 +433,7 @@ def generate_dataset(out_dir, *, train: int = 0, valid_seen: int = 0, valid_unse
                 max_plan_steps=max_plan_steps)
     with tqdm(total=len(slots), desc="generating games", unit="game", disable=not progress) as bar, \
          closing(make_games(slots, room, workers=workers or default_workers(), seconds=candidate_seconds,
-                            memory_mb=candidate_memory_mb, bar=bar)) as games:
+                            memory_mb=candidate_memory_mb, bar=bar, stats=stats)) as games:   # stats: candidates, CPU s
         for s, g, drops in games:
             trial_dir = write_game(root, g)
             record = {"type": "game", "split": s.split, "index": s.index, "path": trial_dir.relative_to(root).as_posix()}
@@ -488,17 +489,18 @@ def cli_generate(args) -> int:
                 args.candidate_memory_mb)
     check_writable_dir(args.out, "--out")              # before any game is built
     had, dropped_before = games_written(args.out), sum(dropped_candidates(args.out).values())
-    t0 = time.perf_counter()
+    t0, stats = time.perf_counter(), {}
     root = generate_dataset(args.out, train=args.train, valid_seen=args.valid_seen, valid_unseen=args.valid_unseen,
                             seed=args.seed, task_types=args.task_types, min_receptacles=args.min_receptacles,
                             max_receptacles=args.max_receptacles, distractors=args.distractors,
                             max_plan_steps=args.max_plan_steps, progress=True, workers=args.workers,
-                            candidate_seconds=args.candidate_seconds, candidate_memory_mb=args.candidate_memory_mb)
+                            candidate_seconds=args.candidate_seconds, candidate_memory_mb=args.candidate_memory_mb,
+                            stats=stats)
     secs = time.perf_counter() - t0
     n = games_written(root) - had
     if n == 0: print(f"{root} already holds these {had} games; nothing to write")
-    else: print(f"wrote {n} games to {root} in {secs:.1f} s ({n / secs:.2f} games/s)"
-                + (f"; {had} were already there" if had else ""))
+    else: print(f"wrote {n} games to {root} in {secs:.1f} s ({n / secs:.2f} games/s, {stats['candidates']} candidates, "
+                f"{stats['cpu_seconds'] / n:.2f} CPU s per game)" + (f"; {had} were already there" if had else ""))
     drops = dropped_candidates(root)
     if n: print(f"dropped {sum(drops.values()) - dropped_before} candidates over the bounds in this run; in all "
                 f"{drops.get('time', 0)} over --candidate-seconds, {drops.get('memory', 0)} over --candidate-memory-mb, "

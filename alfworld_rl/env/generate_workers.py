@@ -187,7 +187,7 @@ class CandidatePool:
     def __enter__(self): return self
     def __exit__(self, *exc): self.close()
 
-# %% ../../nbs/env/14a_generate_workers.ipynb #d4af5008
+# %% ../../nbs/env/14a_generate_workers.ipynb #a85661ec
 def _failure(slot, reasons: list[str], drops: list[dict], seconds: float, memory_mb: int) -> UserError:
     "The error for a slot that ran out of attempts."
     parts = sorted(set(reasons))
@@ -211,8 +211,10 @@ def _ends_at(bar) -> str:
     return time.strftime("%H:%M", time.localtime(time.time() + (bar.total - bar.n) / rate))
 
 def make_games(slots: list, room: dict, *, workers: int, seconds: float = CANDIDATE_SECONDS,
-               memory_mb: int = CANDIDATE_MEMORY_MB, bar=None):
+               memory_mb: int = CANDIDATE_MEMORY_MB, bar=None, stats: dict | None = None):
     "Yield (slot, GameFiles, drops) for `slots` in order; drops: [{'attempt', 'why'}] of the slot's dropped candidates."
+    stats = {} if stats is None else stats       # filled with the candidates checked and their CPU seconds
+    stats.setdefault("candidates", 0); stats.setdefault("cpu_seconds", 0.0)
     if not slots: return
     state = [dict(attempt=0, reasons=[], drops=[]) for _ in slots]
     ready, todo = {}, deque()          # finished slots by position; positions waiting for their next attempt
@@ -231,6 +233,7 @@ def make_games(slots: list, room: dict, *, workers: int, seconds: float = CANDID
             for o in pool.poll():
                 i = pos[(o.slot.split, o.slot.index)]
                 st = state[i]
+                stats["candidates"] += 1; stats["cpu_seconds"] += o.cpu
                 st["attempt"] += 1
                 if o.dropped:
                     st["drops"].append({"attempt": o.attempt, "why": o.dropped}); n_dropped += 1
