@@ -14,7 +14,7 @@ from .generate import (CANDIDATE_MEMORY_MB, CANDIDATE_SECONDS, MAX_ATTEMPTS, Roo
 
 # %% auto #0
 __all__ = ['TIME', 'MEMORY', 'CRASH', 'search_plan', 'plan_commands', 'plan_fast', 'cpu_seconds', 'resident_mb', 'Outcome',
-           'CandidatePool', 'make_games']
+           'CandidatePool', 'candidate_bound', 'make_games']
 
 # %% ../../nbs/env/14a_generate_workers.ipynb #0d69d2ba
 _DOWNWARD = None
@@ -71,7 +71,7 @@ def plan_fast(game_data: dict, max_plan_steps: int) -> tuple[list[str] | None, s
     if not won: return None, "replaying the plan does not win"
     return plan, "ok"
 
-# %% ../../nbs/env/14a_generate_workers.ipynb #1bde17b3
+# %% ../../nbs/env/14a_generate_workers.ipynb #e4f6b729
 def _worker_main(conn) -> None:
     "Check candidates sent over `conn` until it closes."
     import resource
@@ -113,9 +113,9 @@ class Outcome:
     cpu: float = 0.0         # CPU seconds the candidate used (as far as the parent saw, when it was killed)
 
 class _Worker:
-    def __init__(self, proc, conn): self.proc, self.conn, self.job, self.cpu0, self.t0 = proc, conn, None, 0.0, 0.0
+    def __init__(self, proc, conn): self.proc, self.conn, self.job, self.cpu0, self.t0, self.seconds = proc, conn, None, 0.0, 0.0, 0.0
 
-# %% ../../nbs/env/14a_generate_workers.ipynb #29f943e4
+# %% ../../nbs/env/14a_generate_workers.ipynb #e0d4032d
 TIME, MEMORY, CRASH = "time", "memory", "crash"
 
 class CandidatePool:
@@ -144,11 +144,12 @@ class CandidatePool:
     def idle(self) -> list:
         return [w for w in self.workers if w.job is None]
 
-    def submit(self, w: _Worker, slot, attempt: int, room: dict) -> None:
-        "Give `w` attempt `attempt` of `slot`."
+    def submit(self, w: _Worker, slot, attempt: int, room: dict, seconds: float | None = None) -> None:
+        "Give `w` attempt `attempt` of `slot`, under `seconds` of CPU (default: the pool's bound)."
         w.conn.send((slot.split, slot.index, slot.task_type, slot.scene, attempt, room))   # plain values: the caller's
                                                                                              # classes may live in __main__
         w.job, w.cpu0, w.t0 = (slot, attempt), cpu_seconds(w.proc.pid), time.monotonic()
+        w.seconds = self.seconds if seconds is None else seconds
 
     def poll(self, timeout: float = 0.05) -> list[Outcome]:
         "Outcomes of the candidates that finished or were dropped within `timeout` seconds."
@@ -162,16 +163,16 @@ class CandidatePool:
                 except (EOFError, OSError):
                     out.append(Outcome(slot, attempt, dropped=CRASH)); self._replace(w); continue
                 w.job = None
-                if cpu > self.seconds: out.append(Outcome(slot, attempt, dropped=TIME, cpu=cpu))
+                if cpu > w.seconds: out.append(Outcome(slot, attempt, dropped=TIME, cpu=cpu))
                 elif peak_mb > self.memory_mb: out.append(Outcome(slot, attempt, dropped=MEMORY, cpu=cpu)); self._replace(w)
                 else:
                     out.append(Outcome(slot, attempt, g, why, hopeless, cpu=cpu))
                     if resident_mb(w.proc.pid) > self.memory_mb / 2: self._replace(w)
                 continue
             pid, cpu = w.proc.pid, cpu_seconds(w.proc.pid) - w.cpu0
-            drop = (CRASH if not w.proc.is_alive() else TIME if cpu > self.seconds else
+            drop = (CRASH if not w.proc.is_alive() else TIME if cpu > w.seconds else
                     MEMORY if resident_mb(pid) > self.memory_mb else
-                    TIME if time.monotonic() - w.t0 > 10 * self.seconds + 60 else None)
+                    TIME if time.monotonic() - w.t0 > 10 * w.seconds + 60 else None)
             if drop: out.append(Outcome(slot, attempt, dropped=drop, cpu=cpu)); self._replace(w)
         return out
 
@@ -187,13 +188,13 @@ class CandidatePool:
     def __enter__(self): return self
     def __exit__(self, *exc): self.close()
 
-# %% ../../nbs/env/14a_generate_workers.ipynb #a85661ec
+# %% ../../nbs/env/14a_generate_workers.ipynb #d1f391ce
 def _failure(slot, reasons: list[str], drops: list[dict], seconds: float, memory_mb: int) -> UserError:
     "The error for a slot that ran out of attempts."
     parts = sorted(set(reasons))
     if drops:
         parts.append(f"{len(drops)} candidates dropped ({sum(d['why'] == TIME for d in drops)} over --candidate-seconds "
-                     f"{seconds:g}, {sum(d['why'] == MEMORY for d in drops)} over --candidate-memory-mb {memory_mb}, "
+                     f"{seconds:g} (doubled per drop, up to {candidate_bound(seconds, MAX_ATTEMPTS):g}), {sum(d['why'] == MEMORY for d in drops)} over --candidate-memory-mb {memory_mb}, "
                      f"{sum(d['why'] == CRASH for d in drops)} crashed)")
     hint = " or larger candidate bounds" if drops else ""
     return UserError(f"could not make game {slot.index} of {slot.split} ({slot.task_type}, scene {slot.scene}) in "
@@ -209,6 +210,10 @@ def _ends_at(bar) -> str:
     rate = bar.format_dict.get("rate") or (bar.n / max(bar.format_dict["elapsed"], 1e-9))
     if not rate or bar.total is None: return "?"
     return time.strftime("%H:%M", time.localtime(time.time() + (bar.total - bar.n) / rate))
+
+def candidate_bound(seconds: float, drops: int) -> float:
+    "CPU bound of a slot's next candidate after `drops` of its candidates were dropped: doubled per drop, up to 16x."
+    return seconds * 2 ** min(drops, 4)
 
 def make_games(slots: list, room: dict, *, workers: int, seconds: float = CANDIDATE_SECONDS,
                memory_mb: int = CANDIDATE_MEMORY_MB, bar=None, stats: dict | None = None):
@@ -229,7 +234,7 @@ def make_games(slots: list, room: dict, *, workers: int, seconds: float = CANDID
                 if not todo: break
                 i = todo.popleft()
                 pos[(slots[i].split, slots[i].index)] = i
-                pool.submit(w, slots[i], state[i]["attempt"], room)
+                pool.submit(w, slots[i], state[i]["attempt"], room, candidate_bound(seconds, len(state[i]["drops"])))
             for o in pool.poll():
                 i = pos[(o.slot.split, o.slot.index)]
                 st = state[i]
