@@ -188,14 +188,15 @@ class CandidatePool:
     def __enter__(self): return self
     def __exit__(self, *exc): self.close()
 
-# %% ../../nbs/env/14a_generate_workers.ipynb #d1f391ce
+# %% ../../nbs/env/14a_generate_workers.ipynb #3c5d779d
 def _failure(slot, reasons: list[str], drops: list[dict], seconds: float, memory_mb: int) -> UserError:
     "The error for a slot that ran out of attempts."
     parts = sorted(set(reasons))
     if drops:
-        parts.append(f"{len(drops)} candidates dropped ({sum(d['why'] == TIME for d in drops)} over --candidate-seconds "
-                     f"{seconds:g} (doubled per drop, up to {candidate_bound(seconds, MAX_ATTEMPTS):g}), {sum(d['why'] == MEMORY for d in drops)} over --candidate-memory-mb {memory_mb}, "
-                     f"{sum(d['why'] == CRASH for d in drops)} crashed)")
+        n = {why: sum(d["why"] == why for d in drops) for why in (TIME, MEMORY, CRASH)}
+        parts.append(f"{len(drops)} candidates dropped ({n[TIME]} over --candidate-seconds {seconds:g} (doubled per drop, "
+                     f"up to {candidate_bound(seconds, MAX_ATTEMPTS):g}), {n[MEMORY]} over --candidate-memory-mb {memory_mb}, "
+                     f"{n[CRASH]} crashed)")
     hint = " or larger candidate bounds" if drops else ""
     return UserError(f"could not make game {slot.index} of {slot.split} ({slot.task_type}, scene {slot.scene}) in "
                      f"{MAX_ATTEMPTS} attempts: {'; '.join(parts)}; try a larger --max-plan-steps{hint}")
@@ -224,7 +225,7 @@ def make_games(slots: list, room: dict, *, workers: int, seconds: float = CANDID
     state = [dict(attempt=0, reasons=[], drops=[]) for _ in slots]
     ready, todo = {}, deque()          # finished slots by position; positions waiting for their next attempt
     started = emitted = n_dropped = 0
-    window = 4 * workers + 8
+    window = 50 * workers + 16         # room for the other workers while one slot works through expensive candidates
     with CandidatePool(min(workers, len(slots)), seconds, memory_mb) as pool:
         pos = {}
         while emitted < len(slots):
@@ -247,7 +248,7 @@ def make_games(slots: list, room: dict, *, workers: int, seconds: float = CANDID
                 else: st["reasons"].append(o.why)
                 if o.hopeless or st["attempt"] >= MAX_ATTEMPTS: ready[i] = None
                 else: todo.append(i)
-                if bar is not None: bar.set_postfix(_bar_info(bar, n_dropped), refresh=False)
+                if bar is not None: bar.set_postfix(_bar_info(bar, n_dropped), refresh=bool(o.dropped))
             while emitted in ready:
                 done = ready.pop(emitted)
                 if done is None:
