@@ -476,7 +476,7 @@ def cli_generate_parser(parser) -> None:
                              "the files do not depend on it")
     parser.add_argument("--candidate-seconds", type=float, default=CANDIDATE_SECONDS,
                         help=f"CPU seconds one candidate game may take to plan and check, in (0, 3600]; a candidate "
-                             f"over it is dropped and the next attempt drawn, with twice the bound, up to 16x (default {CANDIDATE_SECONDS:g})")
+                             f"over it is dropped and the next attempt drawn with half the distractors (default {CANDIDATE_SECONDS:g})")
     parser.add_argument("--candidate-memory-mb", type=int, default=CANDIDATE_MEMORY_MB,
                         help=f"resident memory (MB) a worker may reach on one candidate, 16..1048576; a candidate over "
                              f"it is dropped (default {CANDIDATE_MEMORY_MB})")

@@ -14,7 +14,7 @@ from .generate import (CANDIDATE_MEMORY_MB, CANDIDATE_SECONDS, MAX_ATTEMPTS, Roo
 
 # %% auto #0
 __all__ = ['TIME', 'MEMORY', 'CRASH', 'search_plan', 'plan_commands', 'plan_fast', 'cpu_seconds', 'resident_mb', 'Outcome',
-           'CandidatePool', 'candidate_bound', 'make_games']
+           'CandidatePool', 'candidate_room', 'make_games']
 
 # %% ../../nbs/env/14a_generate_workers.ipynb #0d69d2ba
 _DOWNWARD = None
@@ -188,15 +188,14 @@ class CandidatePool:
     def __enter__(self): return self
     def __exit__(self, *exc): self.close()
 
-# %% ../../nbs/env/14a_generate_workers.ipynb #3c5d779d
+# %% ../../nbs/env/14a_generate_workers.ipynb #ff219359
 def _failure(slot, reasons: list[str], drops: list[dict], seconds: float, memory_mb: int) -> UserError:
     "The error for a slot that ran out of attempts."
     parts = sorted(set(reasons))
     if drops:
         n = {why: sum(d["why"] == why for d in drops) for why in (TIME, MEMORY, CRASH)}
-        parts.append(f"{len(drops)} candidates dropped ({n[TIME]} over --candidate-seconds {seconds:g} (doubled per drop, "
-                     f"up to {candidate_bound(seconds, MAX_ATTEMPTS):g}), {n[MEMORY]} over --candidate-memory-mb {memory_mb}, "
-                     f"{n[CRASH]} crashed)")
+        parts.append(f"{len(drops)} candidates dropped ({n[TIME]} over --candidate-seconds {seconds:g}, {n[MEMORY]} over "
+                     f"--candidate-memory-mb {memory_mb}, {n[CRASH]} crashed)")
     hint = " or larger candidate bounds" if drops else ""
     return UserError(f"could not make game {slot.index} of {slot.split} ({slot.task_type}, scene {slot.scene}) in "
                      f"{MAX_ATTEMPTS} attempts: {'; '.join(parts)}; try a larger --max-plan-steps{hint}")
@@ -212,9 +211,9 @@ def _ends_at(bar) -> str:
     if not rate or bar.total is None: return "?"
     return time.strftime("%H:%M", time.localtime(time.time() + (bar.total - bar.n) / rate))
 
-def candidate_bound(seconds: float, drops: int) -> float:
-    "CPU bound of a slot's next candidate after `drops` of its candidates were dropped: doubled per drop, up to 16x."
-    return seconds * 2 ** min(drops, 4)
+def candidate_room(room: dict, drops: int) -> dict:
+    "The room knobs of a slot's next candidate after `drops` of its candidates were dropped: distractors halved per drop."
+    return room if not drops else {**room, "distractors": room["distractors"] >> drops}
 
 def make_games(slots: list, room: dict, *, workers: int, seconds: float = CANDIDATE_SECONDS,
                memory_mb: int = CANDIDATE_MEMORY_MB, bar=None, stats: dict | None = None):
@@ -235,7 +234,7 @@ def make_games(slots: list, room: dict, *, workers: int, seconds: float = CANDID
                 if not todo: break
                 i = todo.popleft()
                 pos[(slots[i].split, slots[i].index)] = i
-                pool.submit(w, slots[i], state[i]["attempt"], room, candidate_bound(seconds, len(state[i]["drops"])))
+                pool.submit(w, slots[i], state[i]["attempt"], candidate_room(room, len(state[i]["drops"])))
             for o in pool.poll():
                 i = pos[(o.slot.split, o.slot.index)]
                 st = state[i]
