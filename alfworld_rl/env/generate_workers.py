@@ -71,15 +71,20 @@ def plan_fast(game_data: dict, max_plan_steps: int) -> tuple[list[str] | None, s
     if not won: return None, "replaying the plan does not win"
     return plan, "ok"
 
-# %% ../../nbs/env/14a_generate_workers.ipynb #e4f6b729
+# %% ../../nbs/env/14a_generate_workers.ipynb #b15bd041
 def _worker_main(conn) -> None:
     "Check candidates sent over `conn` until it closes."
-    import resource
+    import math, resource
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     while True:
-        try: split, index, task_type, scene, attempt, room = conn.recv()
+        try: split, index, task_type, scene, attempt, room, seconds = conn.recv()
         except (EOFError, OSError): return
         t0 = time.process_time()
+        # the kernel's backstop, should the parent die and stop watching: SIGXCPU ends this worker at twice the bound
+        soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
+        limit = math.ceil(t0 + 2 * seconds + 5)
+        if hard == resource.RLIM_INFINITY or limit <= hard: resource.setrlimit(resource.RLIMIT_CPU, (limit, hard))
         try:
             g, why = build_candidate(split, index, attempt, task_type, scene, check=plan_fast, **room)
             hopeless = False
@@ -115,7 +120,7 @@ class Outcome:
 class _Worker:
     def __init__(self, proc, conn): self.proc, self.conn, self.job, self.cpu0, self.t0, self.seconds = proc, conn, None, 0.0, 0.0, 0.0
 
-# %% ../../nbs/env/14a_generate_workers.ipynb #e0d4032d
+# %% ../../nbs/env/14a_generate_workers.ipynb #fb94062f
 TIME, MEMORY, CRASH = "time", "memory", "crash"
 
 class CandidatePool:
@@ -146,10 +151,11 @@ class CandidatePool:
 
     def submit(self, w: _Worker, slot, attempt: int, room: dict, seconds: float | None = None) -> None:
         "Give `w` attempt `attempt` of `slot`, under `seconds` of CPU (default: the pool's bound)."
-        w.conn.send((slot.split, slot.index, slot.task_type, slot.scene, attempt, room))   # plain values: the caller's
-                                                                                             # classes may live in __main__
+        seconds = self.seconds if seconds is None else seconds
+        # plain values: the caller's classes may live in its __main__, which the worker cannot import
+        w.conn.send((slot.split, slot.index, slot.task_type, slot.scene, attempt, room, seconds))
         w.job, w.cpu0, w.t0 = (slot, attempt), cpu_seconds(w.proc.pid), time.monotonic()
-        w.seconds = self.seconds if seconds is None else seconds
+        w.seconds = seconds
 
     def poll(self, timeout: float = 0.05) -> list[Outcome]:
         "Outcomes of the candidates that finished or were dropped within `timeout` seconds."
