@@ -63,12 +63,6 @@ def test_modules_import_only_their_layer_and_the_layers_above():
     assert wrong == []
 
 
-# The one cycle left, named so that no other can appear unnoticed: the generator's worker processes build candidates
-# with `env.generate`'s functions, and `env.generate.generate_dataset` drives the worker pool (a lazy import). To be
-# split (candidate building below the pool, the dataset writer above it) rather than kept.
-KNOWN_CYCLES = [["env.generate", "env.generate_workers", "env.generate"]]
-
-
 def test_no_import_cycles():
     graph = {name: imported(path) - {name} for name, path in modules().items()}
     cycles, state = [], {}
@@ -82,7 +76,7 @@ def test_no_import_cycles():
 
     for name in sorted(graph):
         if name not in state: visit(name, [name])
-    assert cycles == KNOWN_CYCLES
+    assert cycles == []
 
 
 def test_the_rule_is_the_one_contributing_states():

@@ -13,12 +13,12 @@ from .scenes import (ROOMS, TASK_TYPES, alfred_goals, alfred_logic_files, can_ho
 patch_textworld()   # games are planned and replayed in this process
 
 # %% auto #0
-__all__ = ['SPLITS', 'GAME_FILE', 'TRAJ_FILE', 'MANIFEST', 'DEFAULT_ROOM', 'SMALL_ROOM', 'MAX_ATTEMPTS', 'CANDIDATE_SECONDS',
-           'CANDIDATE_MEMORY_MB', 'MAX_WORKERS', 'APPLIANCE', 'ABILITY', 'DOMAIN_CONSTANTS', 'SPLIT_CODE',
-           'default_workers', 'mangle', 'alfred_id', 'Receptacle', 'Layout', 'make_layout', 'GameSpec', 'sample_game',
-           'task_description', 'pddl_problem', 'game_grammar', 'load_engine', 'plan_and_check', 'GameFiles',
-           'RoomCannotHost', 'build_candidate', 'build_game', 'Slot', 'assign_slots', 'copy_logic', 'write_game',
-           'generate_dataset', 'games_written', 'dropped_candidates', 'cli_generate_parser', 'cli_generate']
+__all__ = ['SPLITS', 'GAME_FILE', 'TRAJ_FILE', 'MANIFEST', 'DEFAULT_ROOM', 'SMALL_ROOM', 'MAX_WORKERS', 'APPLIANCE', 'ABILITY',
+           'DOMAIN_CONSTANTS', 'SPLIT_CODE', 'default_workers', 'mangle', 'alfred_id', 'Receptacle', 'Layout',
+           'make_layout', 'GameSpec', 'sample_game', 'task_description', 'pddl_problem', 'game_grammar', 'load_engine',
+           'plan_and_check', 'GameFiles', 'RoomCannotHost', 'build_candidate', 'build_game', 'fast_check',
+           'check_candidate', 'Slot', 'assign_slots', 'copy_logic', 'write_game', 'generate_dataset', 'games_written',
+           'dropped_candidates', 'cli_generate_parser', 'cli_generate']
 
 # %% ../../nbs/env/14_generate.ipynb #41423d56
 SPLITS = ("train", "valid_seen", "valid_unseen")
@@ -26,9 +26,7 @@ GAME_FILE, TRAJ_FILE = "game.tw-pddl", "traj_data.json"
 MANIFEST = "generated_games.jsonl"
 DEFAULT_ROOM = dict(min_receptacles=15, max_receptacles=40, distractors=20, max_plan_steps=30)
 SMALL_ROOM = dict(min_receptacles=4, max_receptacles=6, distractors=3, max_plan_steps=30)
-MAX_ATTEMPTS = 25
-CANDIDATE_SECONDS = 5.0        # CPU seconds one candidate may use to be planned and checked (generate_workers)
-CANDIDATE_MEMORY_MB = 2048     # resident memory a worker may reach while checking one candidate
+from .generate_workers import CANDIDATE_MEMORY_MB, CANDIDATE_SECONDS, MAX_ATTEMPTS   # the pool's bounds
 MAX_WORKERS = 64
 
 def default_workers() -> int:
@@ -316,6 +314,20 @@ def build_game(split: str, index: int, task_type: str, scene: int, *, seed: int,
         reasons.append(why)
     return None, reasons
 
+def fast_check(game_data: dict, max_plan_steps: int) -> tuple[list[str] | None, str]:
+    "The check of `generate_workers.plan_fast` (one translation, the fast engine), or `plan_and_check` in TextWorld when the fast engine cannot play the game."
+    from alfworld_rl.env.fast_pddl import EngineUnsupported
+    from alfworld_rl.env.generate_workers import plan_fast
+    try: return plan_fast(game_data, max_plan_steps)
+    except EngineUnsupported: return plan_and_check(game_data, max_plan_steps)
+
+def check_candidate(split: str, index: int, task_type: str, scene: int, attempt: int, room: dict) -> tuple:
+    "The job a generator's worker runs: attempt `attempt` of a slot under `fast_check`; (GameFiles or None, why, whether the room cannot host the task)."
+    try:
+        g, why = build_candidate(split, index, attempt, task_type, scene, check=fast_check, **room)
+        return g, why, False
+    except RoomCannotHost as e: return None, str(e), True
+
 # %% ../../nbs/env/14_generate.ipynb #885cd846
 @dataclass(frozen=True)
 class Slot:
@@ -429,10 +441,12 @@ def generate_dataset(out_dir, *, train: int = 0, valid_seen: int = 0, valid_unse
     from contextlib import closing
     from tqdm.auto import tqdm
     from alfworld_rl.env.generate_workers import make_games
+    import importlib                    # the installed module's job: a notebook's own copy lives in its __main__,
+    job = importlib.import_module("alfworld_rl.env.generate").check_candidate   # which a worker cannot import
     room = dict(seed=seed, min_receptacles=min_receptacles, max_receptacles=max_receptacles, distractors=distractors,
                 max_plan_steps=max_plan_steps)
     with tqdm(total=len(slots), desc="generating games", unit="game", disable=not progress) as bar, \
-         closing(make_games(slots, room, workers=workers or default_workers(), seconds=candidate_seconds,
+         closing(make_games(slots, room, job=job, workers=workers or default_workers(), seconds=candidate_seconds,
                             memory_mb=candidate_memory_mb, bar=bar, stats=stats)) as games:   # stats: candidates, CPU s
         for s, g, drops in games:
             trial_dir = write_game(root, g)

@@ -9,12 +9,16 @@ from multiprocessing.connection import wait
 
 from ..core import UserError
 from .fast_pddl import EngineUnsupported
-from .generate import (CANDIDATE_MEMORY_MB, CANDIDATE_SECONDS, MAX_ATTEMPTS, RoomCannotHost, build_candidate,
-                                  plan_and_check)
+
+# One slot's attempts and one candidate's bounds (`generate` takes them from here: the pool is below the generator,
+# which hands it the job to run, so this module imports nothing of `generate`)
+MAX_ATTEMPTS = 25
+CANDIDATE_SECONDS = 5.0        # CPU seconds one candidate may use to be planned and checked
+CANDIDATE_MEMORY_MB = 2048     # resident memory a worker may reach while checking one candidate
 
 # %% auto #0
-__all__ = ['TIME', 'MEMORY', 'CRASH', 'search_plan', 'plan_commands', 'plan_fast', 'cpu_seconds', 'resident_mb', 'Outcome',
-           'CandidatePool', 'candidate_room', 'make_games']
+__all__ = ['MAX_ATTEMPTS', 'CANDIDATE_SECONDS', 'CANDIDATE_MEMORY_MB', 'TIME', 'MEMORY', 'CRASH', 'search_plan', 'plan_commands',
+           'plan_fast', 'cpu_seconds', 'resident_mb', 'Outcome', 'CandidatePool', 'candidate_room', 'make_games']
 
 # %% ../../nbs/env/14a_generate_workers.ipynb #0d69d2ba
 _DOWNWARD = None
@@ -51,29 +55,25 @@ def plan_commands(game, operators: list[str]) -> list[str]:
     return out
 
 def plan_fast(game_data: dict, max_plan_steps: int) -> tuple[list[str] | None, str]:
-    "`generate.plan_and_check` with one translation and the fast engine; TextWorld when the fast engine cannot play the game."
+    "`generate.plan_and_check` with one translation and the fast engine; `EngineUnsupported` when the fast engine cannot play the game."
     from alfworld_rl.env.fast_engine import FastEnv, FastGame
-    try:
-        game = FastGame(game_data)
-        env = FastEnv(game)
-        _, commands, won = env.reset()
-    except EngineUnsupported: return plan_and_check(game_data, max_plan_steps)
+    game = FastGame(game_data)
+    env = FastEnv(game)
+    _, commands, won = env.reset()
     if won: return None, "goal holds at the start"
     plan = plan_commands(game, search_plan(game_data))
     if not plan: return None, "the planner found no plan"
     if len(plan) > max_plan_steps: return None, f"plan of {len(plan)} steps is longer than {max_plan_steps}"
-    try:
-        for i, cmd in enumerate(plan):
-            if cmd not in commands: return None, f"step {i}: {cmd!r} is not admissible"
-            _, _, done, won, commands = env.step(cmd)
-            if done and i < len(plan) - 1: return None, "won before the end of the plan"
-    except EngineUnsupported: return plan_and_check(game_data, max_plan_steps)
+    for i, cmd in enumerate(plan):
+        if cmd not in commands: return None, f"step {i}: {cmd!r} is not admissible"
+        _, _, done, won, commands = env.step(cmd)
+        if done and i < len(plan) - 1: return None, "won before the end of the plan"
     if not won: return None, "replaying the plan does not win"
     return plan, "ok"
 
 # %% ../../nbs/env/14a_generate_workers.ipynb #b15bd041
-def _worker_main(conn) -> None:
-    "Check candidates sent over `conn` until it closes."
+def _worker_main(conn, job) -> None:
+    "Check candidates sent over `conn` with `job(split, index, task_type, scene, attempt, room)` until it closes."
     import math, resource
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -85,10 +85,7 @@ def _worker_main(conn) -> None:
         soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
         limit = math.ceil(t0 + 2 * seconds + 5)
         if hard == resource.RLIM_INFINITY or limit <= hard: resource.setrlimit(resource.RLIMIT_CPU, (limit, hard))
-        try:
-            g, why = build_candidate(split, index, attempt, task_type, scene, check=plan_fast, **room)
-            hopeless = False
-        except RoomCannotHost as e: g, why, hopeless = None, str(e), True
+        g, why, hopeless = job(split, index, task_type, scene, attempt, room)
         peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         conn.send((g, why, hopeless, time.process_time() - t0, peak_mb))
 
@@ -125,17 +122,18 @@ TIME, MEMORY, CRASH = "time", "memory", "crash"
 
 class CandidatePool:
     "Worker processes checking one candidate each, under a CPU-time and a memory bound."
-    def __init__(self, workers: int, seconds: float = CANDIDATE_SECONDS, memory_mb: int = CANDIDATE_MEMORY_MB):
+    def __init__(self, workers: int, job, seconds: float = CANDIDATE_SECONDS, memory_mb: int = CANDIDATE_MEMORY_MB):
         import multiprocessing as mp
         self.ctx = mp.get_context("forkserver")
-        self.ctx.set_forkserver_preload(["alfworld_rl.env.generate_workers"])
+        self.ctx.set_forkserver_preload(["alfworld_rl.env.generate_workers", job.__module__])
+        self.job = job                 # a module-level function: the workers import it by name
         self.seconds, self.memory_mb, self.restarts = seconds, memory_mb, 0
         self.workers = [self._start() for _ in range(workers)]
 
     def _start(self) -> _Worker:
         parent, child = self.ctx.Pipe()
         target = importlib.import_module("alfworld_rl.env.generate_workers")._worker_main   # the installed module's loop
-        proc = self.ctx.Process(target=target, args=(child,), daemon=True, name="alfworld-rl-generate")
+        proc = self.ctx.Process(target=target, args=(child, self.job), daemon=True, name="alfworld-rl-generate")
         proc.start(); child.close()
         return _Worker(proc, parent)
 
@@ -221,9 +219,9 @@ def candidate_room(room: dict, drops: int) -> dict:
     "The room knobs of a slot's next candidate after `drops` of its candidates were dropped: distractors halved per drop."
     return room if not drops else {**room, "distractors": room["distractors"] >> drops}
 
-def make_games(slots: list, room: dict, *, workers: int, seconds: float = CANDIDATE_SECONDS,
+def make_games(slots: list, room: dict, *, job, workers: int, seconds: float = CANDIDATE_SECONDS,
                memory_mb: int = CANDIDATE_MEMORY_MB, bar=None, stats: dict | None = None):
-    "Yield (slot, GameFiles, drops) for `slots` in order; drops: [{'attempt', 'why'}] of the slot's dropped candidates."
+    "Yield (slot, GameFiles, drops) for `slots` in order, each candidate made by `job` in a worker; drops: [{'attempt', 'why'}] of the slot's dropped candidates."
     stats = {} if stats is None else stats       # filled with the candidates checked and their CPU seconds
     stats.setdefault("candidates", 0); stats.setdefault("cpu_seconds", 0.0)
     if not slots: return
@@ -231,7 +229,7 @@ def make_games(slots: list, room: dict, *, workers: int, seconds: float = CANDID
     ready, todo = {}, deque()          # finished slots by position; positions waiting for their next attempt
     started = emitted = n_dropped = 0
     window = 50 * workers + 16         # room for the other workers while one slot works through expensive candidates
-    with CandidatePool(min(workers, len(slots)), seconds, memory_mb) as pool:
+    with CandidatePool(min(workers, len(slots)), job, seconds, memory_mb) as pool:
         pos = {}
         while emitted < len(slots):
             for w in pool.idle():
