@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from multiprocessing.connection import wait
 
 from ..core import UserError
-from .fast_pddl import EngineUnsupported
 
 # One slot's attempts and one candidate's bounds (`generate` takes them from here: the pool is below the generator,
 # which hands it the job to run, so this module imports nothing of `generate`)
