@@ -50,12 +50,8 @@ def target_logprobs(causal_lm, inputs: list[list[int]], targets: list[torch.Tens
     from torch.utils.checkpoint import checkpoint
     dev = next(causal_lm.parameters()).device
     B, L = len(inputs), max(len(x) for x in inputs)
-    ids = torch.full((B, L), pad_id, dtype=torch.long, device=dev)
-    mask = torch.zeros(B, L, dtype=torch.long, device=dev)
     tgt = torch.zeros(B, L, dtype=torch.long, device=dev)
-    for i, (x, t) in enumerate(zip(inputs, targets)):
-        ids[i, :len(x)] = torch.tensor(x, device=dev); mask[i, :len(x)] = 1
-        tgt[i, :len(x)] = t.to(dev).clamp_min(0)
+    for i, (x, t) in enumerate(zip(inputs, targets)): tgt[i, :len(x)] = t.to(dev).clamp_min(0)
     backbone, head = backbone_and_head(causal_lm)
     hidden = backbone_hidden(backbone, inputs, pad_id)
 
@@ -74,6 +70,7 @@ def target_logprobs(causal_lm, inputs: list[list[int]], targets: list[torch.Tens
             lp = torch.cat(parts, 1)
         else:                                              # the reported positions only, gathered, in chunks of rows
             rep = where(reported)
+            if grad and needed is not None: rep &= ~where(needed)   # those run once, below, with their graph
             h_rep, t_rep = hidden[rep], tgt[rep]
             step, parts = max(1, chunk_elems // head.weight.shape[0]), []
             for s in range(0, len(t_rep), step):
