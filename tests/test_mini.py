@@ -80,6 +80,17 @@ def test_bad_reward_and_episode_flags_are_refused_before_any_work(flags, message
     assert e.value.status == 2 and str(e.value) == message and not (tmp_path / "x").exists()
 
 
+def test_base_model_flag(tmp_path):
+    "--base-model names the base of every stage; one that is not there is refused (status 2) before anything is written."
+    s = mini.settings_from("mini", **mini.mini_overrides(parse(["--base-model", "tiny-qwen3"])))
+    paths = mini.MiniPaths(tmp_path)
+    for config in (mini.sft_config(s, paths, 0), mini.ppo_config(s, paths, 0, init_state="x"), mini.eval_config(s, paths, "base", None)):
+        assert config.base_model == str(mini.base_model_path(s)) and "tiny" in config.base_model
+    with pytest.raises(UserError) as e:
+        mini.cli_mini(parse(["--base-model", str(tmp_path / "nope"), "--out-dir", str(tmp_path / "x"), "--no-report"]))
+    assert e.value.status == 2 and str(e.value).startswith("--base-model: ") and not (tmp_path / "x").exists()
+
+
 def test_reward_and_episode_flags_reach_every_stage(tmp_path):
     "--win-reward, --invalid-penalty and --episodes-per-game become settings, the PPO run's config and each evaluation's."
     args = parse(["--win-reward", "10", "--invalid-penalty", "0.05", "--episodes-per-game", "4"])

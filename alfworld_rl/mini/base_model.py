@@ -10,8 +10,8 @@ from pathlib import Path
 from .pretrain import MODEL_SIZE_KEYS, build_model, count_parameters, pretrain_base_model
 
 # %% auto #0
-__all__ = ['LATER_STAGE_KEYS', 'BaseSettings', 'stage1_settings', 'own_play', 'base_quality', 'build_stage1', 'build_base',
-           'load_base_info', 'cli_build_base_parser', 'cli_build_base']
+__all__ = ['LATER_STAGE_KEYS', 'MAX_LAYERS', 'BaseSettings', 'stage1_settings', 'own_play', 'base_quality', 'build_stage1',
+           'build_base', 'load_base_info', 'cli_build_base_parser', 'check_layers', 'cli_build_base']
 
 # %% ../../nbs/mini/52_base_model.ipynb #c39e1cad
 from dataclasses import dataclass, asdict
@@ -168,14 +168,27 @@ def cli_build_base_parser(parser):
     parser.add_argument("--out", default=None, help="where to write the model (default: the shipped models/mini-base)")
     parser.add_argument("--work-dir", default=None, help="keep the generated games and the models of both stages here; "
                                                          "a finished stage 1 there with the same settings is reused")
+    parser.add_argument("--layers", type=int, default=None,
+                        help=f"decoder layers of the model (default {BaseSettings.num_hidden_layers}, the shipped base's); "
+                             "every other setting stays the shipped one's")
     return parser
+
+MAX_LAYERS = 12            # a base over ~2.5M parameters no longer builds in hours on 2 cores
+
+def check_layers(layers) -> int:
+    "`layers` if it is an integer in [1, MAX_LAYERS]; a `UserError(status=2)` naming `--layers` otherwise."
+    from alfworld_rl.core import UserError
+    if not isinstance(layers, int) or isinstance(layers, bool) or not 1 <= layers <= MAX_LAYERS:
+        raise UserError(f"--layers must be an integer in [1, {MAX_LAYERS}] (got {layers!r})", status=2)
+    return layers
 
 def cli_build_base(args) -> int:
     "Run `alfworld-rl build-base`; returns the exit status."
     from alfworld_rl.core import UserError
     out = Path(args.out) if args.out else mini_base_path()
     if out.exists() and not out.is_dir(): raise UserError(f"--out {out} is a file; give a directory", status=2)
-    info = build_base(out, work_dir=args.work_dir)
+    layers = BaseSettings.num_hidden_layers if args.layers is None else check_layers(args.layers)
+    info = build_base(out, BaseSettings(num_hidden_layers=layers), work_dir=args.work_dir)
     q, sec = info["quality"], info["seconds"]
     print(f"Built {out}: {info['parameters']:,} parameters in {sec['total']:.0f} s; at temperature 1 on "
           f"{info['settings']['valid_games']} held-out games: {100 * q['valid_tool_call_rate']:.1f}% well-formed calls, "

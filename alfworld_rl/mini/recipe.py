@@ -92,7 +92,7 @@ PRESETS = {"mini": MINI, "smoke": SMOKE}
 GAME_KEYS = (*MINI_GAMES, "task_types")
 
 # %% ../../nbs/mini/53_recipe.ipynb #ff9f5788
-MINI_FLAGS = ("seeds", "data_seed", "engine", "win_reward", "invalid_penalty", "episodes_per_game")   # the settings `alfworld-rl mini` takes as flags
+MINI_FLAGS = ("seeds", "data_seed", "engine", "base_model", "win_reward", "invalid_penalty", "episodes_per_game")   # the settings `alfworld-rl mini` takes as flags
 
 def validate_settings(s: MiniSettings) -> MiniSettings:
     "Check `s` against the rules of its settings, then across settings; `UserError(status=2)` naming the first bad one."
@@ -430,7 +430,7 @@ def cli_mini_parser(parser):
     parser.add_argument("--engine", default=None, choices=ENGINES, help=f"environment engine (default: the preset's, {MINI.engine})")
     parser.add_argument("--workers", type=int, default=None,
                         help="seeds run at once, each in its own process (default: all of them; 1: one after another)")
-    for name in ("win_reward", "invalid_penalty", "episodes_per_game"):
+    for name in ("base_model", "win_reward", "invalid_penalty", "episodes_per_game"):
         s = settings_of(MiniSettings)[name]
         parser.add_argument(flag(name), dest=name, type=s.type, default=None,
                             help=f"{s.help} (default: the preset's, {getattr(MINI, name)})")
@@ -448,6 +448,8 @@ def cli_mini(args) -> int:
     overrides = mini_overrides(args)
     s = settings_from(args.settings, **overrides)
     workers = check_workers(len(s.seeds) if args.workers is None else args.workers)
+    try: base_model_path(s)                            # a base that is not there: refused before anything is written
+    except UserError as e: raise UserError(f"--base-model: {e}", status=2) from None
     from alfworld_rl.run_lock import check_writable_dir, run_dir_lock
     check_writable_dir(args.out_dir, "--out-dir")      # before any model is built or game generated
     with run_dir_lock(args.out_dir, flag="--out-dir", dir_flag="--out-dir"):   # a second mini here: refused, naming --out-dir
