@@ -10,7 +10,7 @@ from pytrio.client.builders.training import build_trainer_forward_payload
 from pytrio.client.training_batch import plan_training_batch
 from pytrio.model.limits import TrainingLimits
 
-from alfworld_rl.rl.ppo import (assign_advantages, build_datums, datum_token_counts, group_advantages,
+from alfworld_rl.rl.ppo import (assign_advantages, build_datums, datum_token_counts,
                              importance_sampling_loss, plot_datum, ppo_loss, rollout_metrics, trajectory_datum,
                              trajectory_reward, validate_datums)
 
@@ -117,7 +117,8 @@ def test_ppo_loss_value_and_gradient_match_the_per_token_definition():
 
 def test_rewards_advantages_and_metrics_for_a_batch():
     assert trajectory_reward(True, 3) == 0.7 and trajectory_reward(False, 0) == 0.0
-    assert group_advantages([[0.7, 0.7]]) == [[0.0, 0.0]]
+    from alfworld_rl.rl.advantages import grpo
+    assert grpo([0.7, 0.7]) == [0.0, 0.0]                   # identical rewards: exact zeros (one rule, rl.advantages)
     step = lambda ok, adm: SimpleNamespace(valid_format=ok, admissible=adm)
     batch = []
     for gid, (won, steps) in enumerate([(True, [step(True, True)] * 4), (False, [step(False, False)] * 2)] * 2):

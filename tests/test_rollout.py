@@ -10,6 +10,7 @@ from alfworld_rl.env.data import discover_games, TASK_TYPES
 from alfworld_rl.env.branches import EnvGroup
 from alfworld_rl.rl.policies import ExpertPolicy, MalformedPolicy, MixedPolicy, RandomAdmissiblePolicy, load_walkthrough
 from alfworld_rl.rl.rollout import RolloutConfig, run_rollout, rollout_games, trajectory_reward
+from alfworld_rl.rl.ppo import assign_advantages
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +69,8 @@ def test_expert_wins_without_stop_token(tokenizer, short_game):
     tt = P.turn_template(tokenizer)
     walk = load_walkthrough(short_game)
     assert seen == [(1, 2), (2, 2)]
+    assert all(t.advantage is None for t in batch.trajectories)     # the rollout scores; advantages come after it
+    assign_advantages(batch.trajectories)
     for t in batch.trajectories:
         assert (t.won, t.stop_reason, t.truncated, t.invalid_action_count, t.reward, t.advantage) == (True, "won", False, 0, 1.0, 0.0)
         assert [s.action for s in t.steps] == walk
@@ -96,6 +99,7 @@ def test_malformed_is_invalid_and_does_not_move_env(tokenizer, short_game):
     batch = run_rollout(MalformedPolicy(tokenizer), tokenizer, [short_game], cfg, env_factory=RecordingEnv)
     env = RecordingEnv.made[-1]
     assert env.inner.steps == [0, 0] and env.calls == [0, 0]           # the environment never moved
+    assign_advantages(batch.trajectories)
     for t in batch.trajectories:
         assert (t.stop_reason, t.truncated, t.won, len(t.steps), t.invalid_action_count) == ("max_steps", True, False, 3, 3)
         assert t.reward == pytest.approx(-0.3) and t.advantage == pytest.approx(0.0)
@@ -110,6 +114,8 @@ def test_rewards_and_group_advantages(tokenizer, short_game):
     mixed = MixedPolicy([ExpertPolicy(tokenizer), MalformedPolicy(tokenizer), ExpertPolicy(tokenizer)])
     batch = run_rollout(mixed, tokenizer, [short_game], cfg)
     a, b, c = batch.trajectories
+    assert batch.degenerate_groups == 0
+    assign_advantages(batch.trajectories)
     assert (a.won, a.reward, c.won, c.reward) == (True, 1.0, True, 1.0)
     assert (b.won, b.stop_reason, b.invalid_action_count) == (False, "max_steps", len(walk) + 1)
     assert b.reward == pytest.approx(trajectory_reward(False, len(walk) + 1)) == pytest.approx(-0.1 * (len(walk) + 1))
@@ -158,6 +164,8 @@ def test_env_error_stops_only_that_branch(tokenizer, short_game):
     assert bad.stop_reason == "env_error" and "worker went away" in bad.error and len(bad.steps) == 2 and not bad.won
     assert bad.reward == 0.0 and ok.reward == 1.0
     # the failed branch is neither trained on nor part of the mean its sibling is compared with
+    assert batch.degenerate_groups == 1                                # one scored branch: nothing to compare
+    assign_advantages(batch.trajectories)
     assert bad.advantage == 0.0 and ok.advantage == 0.0
     assert json.loads(json.dumps(bad.to_record()))["stop_reason"] == "env_error"
 

@@ -175,7 +175,7 @@ def gigpo_metrics(parts_per_group: Sequence[GiGPOParts]) -> dict[str, float]:
             for t, size in enumerate(sizes):
                 steps += 1
                 singletons += size == 1
-                abs_sum.append(abs(parts.step_advantages[i][t]))
+                abs_sum.append(abs(parts.advantages[i][t] - parts.episode_advantages[i]))   # |w * A_S|
     return {"gigpo/anchor_groups": anchor_groups,
             "gigpo/singleton_rate": singletons / steps if steps else 0.0,
             "gigpo/step_adv_abs_mean": math.fsum(abs_sum) / steps if steps else 0.0,

@@ -6,7 +6,6 @@
 from __future__ import annotations
 import math
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pytrio
@@ -14,21 +13,14 @@ from pytrio.client.training_batch import plan_training_batch, GradientAccumulati
 from pytrio.model.limits import TrainingLimits
 
 # %% auto #0
-__all__ = ['ADVANTAGES', 'ADVANTAGE_NORMS', 'ZERO_ADVANTAGE', 'group_advantages', 'group_key', 'group_trajectories',
-           'is_env_error', 'assign_advantages', 'trajectory_datum', 'trajectory_datums', 'build_datums',
-           'validate_datums', 'datum_token_counts', 'plot_datum', 'ppo_loss', 'importance_sampling_loss',
-           'rollout_metrics', 'advantage_metrics']
+__all__ = ['ADVANTAGES', 'ADVANTAGE_NORMS', 'ZERO_ADVANTAGE', 'group_key', 'group_trajectories', 'is_env_error',
+           'assign_advantages', 'trajectory_datum', 'trajectory_datums', 'build_datums', 'validate_datums',
+           'datum_token_counts', 'plot_datum', 'ppo_loss', 'importance_sampling_loss', 'rollout_metrics',
+           'advantage_metrics']
 
 # %% ../../nbs/rl/24_ppo.ipynb #50f70708
 from .rollout import INVALID_PENALTY as INVALID_ACTION_PENALTY, trajectory_reward
-from .rollout import group_advantages as _centered  # one group: reward - mean, exact zeros if all equal
-
-# %% ../../nbs/rl/24_ppo.ipynb #2b4b87c7
-def group_advantages(rewards_by_group: Sequence[Sequence[float]] | Mapping[object, Sequence[float]]):
-    "Advantage `reward - mean(group)` for every reward, in the same shape (list of lists or dict)."
-    if isinstance(rewards_by_group, Mapping):
-        return {key: _centered(rewards) for key, rewards in rewards_by_group.items()}
-    return [_centered(rewards) for rewards in rewards_by_group]
+from .rollout import step_advantage
 
 # %% ../../nbs/rl/24_ppo.ipynb #b67dee8c
 def group_key(traj) -> object:
@@ -108,11 +100,6 @@ def trajectory_datum(tokens, logprobs=None, assistant_mask=None, advantage=None)
 # %% ../../nbs/rl/24_ppo.ipynb #54d7797c
 ZERO_ADVANTAGE = 1e-9   # rewards are multiples of 0.1, so a real advantage is far larger than this
 
-def _step_advantage(traj, t: int) -> float:
-    "The advantage of step `t` (the trajectory's own when it has no per-step advantages)."
-    per_step = getattr(traj, "step_advantages", None)
-    return float(per_step[t]) if per_step is not None else float(traj.advantage)
-
 def trajectory_datums(traj) -> list[pytrio.Datum]:
     "The datums of one trajectory: the whole conversation (full context) or one per turn (window), zero advantages left out."
     if traj.advantage is None: raise ValueError("trajectory has no advantage; call assign_advantages first")
@@ -120,7 +107,7 @@ def trajectory_datums(traj) -> list[pytrio.Datum]:
     if context == "window":          # each turn: its own prompt (no loss) + the reply as sampled
         out = []
         for t, s in enumerate(traj.steps):
-            a = _step_advantage(traj, t)
+            a = step_advantage(traj, t)
             if abs(a) < ZERO_ADVANTAGE: continue
             prompt, reply = list(s.prompt_tokens), list(s.completion_tokens)
             out.append(trajectory_datum(prompt + reply, [0.0] * len(prompt) + [float(x) for x in s.logprobs],
@@ -252,7 +239,7 @@ def rollout_metrics(trajectories) -> dict[str, float]:
 def advantage_metrics(trajectories, gigpo: bool = False) -> dict[str, float]:
     "Shares of zero advantages and, for gigpo, the anchor-group statistics of one batch."
     trajectories = [t for t in trajectories if not is_env_error(t)]
-    per_traj = [[_step_advantage(t, i) for i in range(len(t.steps))] for t in trajectories]
+    per_traj = [[step_advantage(t, i) for i in range(len(t.steps))] for t in trajectories]
     steps = [a for adv in per_traj for a in adv]
     m = {"advantage/zero_trajectory_rate": _mean(all(abs(a) < ZERO_ADVANTAGE for a in adv) for adv in per_traj),
          "advantage/zero_step_rate": _mean(abs(a) < ZERO_ADVANTAGE for a in steps)}
@@ -265,7 +252,7 @@ def advantage_metrics(trajectories, gigpo: bool = False) -> dict[str, float]:
         anchor_groups += len(counts)
         singletons += sum(1 for c in counts.values() if c == 1)
         n_steps += sum(counts.values())
-    step_part = [abs(_step_advantage(t, i) - float(t.advantage)) for t in trajectories for i in range(len(t.steps))]
+    step_part = [abs(step_advantage(t, i) - float(t.advantage)) for t in trajectories for i in range(len(t.steps))]
     m.update({"gigpo/anchor_groups": float(anchor_groups), "gigpo/singleton_rate": singletons / n_steps if n_steps else 0.0,
               "gigpo/step_adv_abs_mean": _mean(step_part)})   # mean |w * A_step| over steps
     return m

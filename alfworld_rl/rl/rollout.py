@@ -10,7 +10,7 @@ from . import protocol as P
 # %% auto #0
 __all__ = ['CONTEXTS', 'STOP_REASONS', 'WIN_REWARD', 'INVALID_PENALTY', 'ROLLOUT_CONTEXT', 'RolloutConfig', 'sample_seed',
            'anchor_state', 'StepRecord', 'Trajectory', 'trajectory_reward', 'is_invalid', 'step_reward',
-           'group_advantages', 'RolloutBatch', 'rollout_games', 'run_sync', 'run_rollout']
+           'step_advantage', 'RolloutBatch', 'rollout_games', 'run_sync', 'run_rollout']
 
 # %% ../../nbs/rl/21_rollout.ipynb #b62942a6
 from ..settings import ROLLOUT, configuration, check_settings, check_turn_budget
@@ -95,10 +95,8 @@ class Trajectory:
     def group_id(self) -> str: return self.game.id
 
     def advantage_of_step(self, t: int) -> float:
-        "The advantage every token of step `t`'s reply carries."
-        if self.step_advantages is not None: return self.step_advantages[t]
-        if self.advantage is None: raise ValueError("trajectory has no advantage yet")
-        return self.advantage
+        "The advantage every token of step `t`'s reply carries (`step_advantage`)."
+        return step_advantage(self, t)
 
     def num_tokens(self) -> int:
         "Tokens of the trajectory's training sequences (the conversation, or every turn's prompt + reply)."
@@ -135,12 +133,13 @@ def step_reward(won: bool, invalid: bool, win_reward: float = WIN_REWARD, invali
     "One step's reward, `win_reward * 1[won] - invalid_penalty * 1[invalid]`; a trajectory's rewards add up to its reward."
     return trajectory_reward(won, int(bool(invalid)), win_reward, invalid_penalty)
 
-def group_advantages(rewards: list[float]) -> list[float]:
-    "`reward - mean(reward of the group)` (no std division); exact zeros when all rewards are equal."
-    if not rewards: raise ValueError("a group needs at least one reward")
-    if max(rewards) == min(rewards): return [0.0] * len(rewards)  # no float residue: a degenerate group is skipped
-    mean = math.fsum(rewards) / len(rewards)
-    return [r - mean for r in rewards]
+def step_advantage(traj, t: int) -> float:
+    "The advantage of step `t` of `traj`: its own (GiGPO's per-step one) when set, else the trajectory's."
+    per_step = getattr(traj, "step_advantages", None)
+    if per_step is not None: return float(per_step[t])
+    if traj.advantage is None: raise ValueError("trajectory has no advantage yet; call rl.ppo.assign_advantages first")
+    return float(traj.advantage)
+
 
 # %% ../../nbs/rl/21_rollout.ipynb #4fac1e0c
 @dataclass
@@ -155,8 +154,12 @@ class RolloutBatch:
 
     @property
     def degenerate_groups(self) -> int:
-        "Groups whose advantages are all zero (nothing to learn from them)."
-        return sum(all(self.trajectories[i].advantage == 0 for i in g) for g in self.groups)
+        "Groups whose scored branches all got the same reward (no advantage to learn from), env errors left out."
+        out = 0
+        for g in self.groups:
+            rewards = [self.trajectories[i].reward for i in g if self.trajectories[i].stop_reason != "env_error"]
+            out += not rewards or max(rewards) == min(rewards)
+        return out
 
     def stop_reason_counts(self) -> dict[str, int]:
         "How many trajectories ended for each stop reason."
@@ -361,9 +364,9 @@ async def _reset(env):
     return list(await asyncio.to_thread(env.reset))
 
 class _GroupRunner(_Runner):
-    "Adds the per-game part: environment lifetime, the shared first request and group advantages."
+    "Adds the per-game part: environment lifetime and the shared first request."
     async def play_group(self, game) -> list[Trajectory]:
-        "All branches of one game, with advantages set."
+        "All branches of one game, scored (their advantages are set later, by `rl.ppo.assign_advantages`)."
         c = self.config
         try:
             cm = await asyncio.to_thread(self.env_factory, game, c.group_size, c.max_episode_steps)
@@ -373,12 +376,6 @@ class _GroupRunner(_Runner):
                     for b in range(c.group_size)]
         try: trajs = await self._play_branches(env, game)
         finally: await asyncio.to_thread(cm.__exit__, None, None, None)
-        # A branch cut short by an environment failure says nothing about the policy: it gets advantage 0 (so it
-        # is not trained on) and stays out of the group mean that its siblings are compared with.
-        scored = [t for t in trajs if t.stop_reason != "env_error"]
-        for t in trajs: t.advantage = 0.0
-        if scored:
-            for t, a in zip(scored, group_advantages([t.reward for t in scored])): t.advantage = a
         return trajs
 
     async def _play_branches(self, env, game) -> list[Trajectory]:
