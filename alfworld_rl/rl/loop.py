@@ -14,7 +14,7 @@ from .ppo import advantage_metrics, assign_advantages, build_datums, datum_token
 
 # %% auto #0
 __all__ = ['Update', 'rl_update', 'sampler_on_current_weights', 'step_seed', 'check_env_errors', 'play_groups', 'set_advantages',
-           'minibatch_schedule', 'ppo_steps', 'token_cost', 'new_totals', 'update_record', 'sample_record']
+           'minibatch_schedule', 'ppo_steps', 'token_cost', 'new_totals', 'utc_now', 'update_record', 'sample_record']
 
 # %% ../../nbs/rl/25_loop.ipynb #01b74519
 @dataclass
@@ -134,7 +134,7 @@ def new_totals() -> dict:
     "Token counts of a run so far, all zero."
     return dict(prefill=0, sampled=0, trained=0)
 
-def _now() -> str:
+def utc_now() -> str:
     "The current UTC time as an ISO string."
     from datetime import datetime, timezone
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -144,7 +144,7 @@ def update_record(u: Update, config, totals: dict) -> dict:
     batch, counts = u.batch, datum_token_counts(u.datums)
     prefill, sampled = int(batch.prefill_tokens), int(batch.sampled_tokens)
     totals["prefill"] += prefill; totals["sampled"] += sampled; totals["trained"] += counts["train_tokens"]
-    record = {"step": u.step, "time": _now(), "games": [g.id for g in u.games]}
+    record = {"step": u.step, "time": utc_now(), "games": [g.id for g in u.games]}
     record.update({f"rollout/{k}": v for k, v in rollout_metrics(batch.trajectories).items()})
     record.update(advantage_metrics(batch.trajectories, gigpo=config.advantage == "gigpo"))
     for k, v in batch.metrics().items():      # stop reasons and prompt lengths per turn, as the batch counts them

@@ -5,12 +5,13 @@
 # %% ../../nbs/runs/42_sft.ipynb #73021b4e
 from __future__ import annotations
 import dataclasses, json, os, random, sys, time
-from dataclasses import dataclass, asdict, fields
+from dataclasses import fields
 from pathlib import Path
 from types import SimpleNamespace
 
-from ..core import UserError, append_jsonl, deferred_interrupt, read_jsonl, seed_everything
-from ..output import tell
+from ..core import UserError, seed_everything
+from ..rl.loop import utc_now
+from .train import RunLifecycle
 from ..settings import (Setting, configuration, pick, integer, flag, check_settings, add_arguments, given,
                                   MODEL, DATA, SCHEDULE, ROLLOUT, OPTIMIZER, LOGGING, RUN_DIR)
 
@@ -117,48 +118,24 @@ def sft_token_counts(datums: list) -> dict[str, int]:
     return {"datums": len(datums), "train_tokens": train_tokens, "loss_tokens": loss_tokens}
 
 # %% ../../nbs/runs/42_sft.ipynb #518f7e42
-def _now() -> str:
-    "The current UTC time as an ISO string."
-    from datetime import datetime, timezone
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-class SFTRun:
+class SFTRun(RunLifecycle):
     "A behaviour-cloning run: demonstrations, training client, run files, one step at a time."
+    unit, command = "step", "sft"
+
     def __init__(self, config: SFTConfig, resume: bool = False, service_client=None, progress: bool = True,
                  demonstrations: list | None = None):
-        self.config, self.resume = validate_sft_config(config), resume
-        self.run_dir, self.svc, self.progress = config.run_dir, service_client, progress
-        self.demos, self.step, self.last_saved, self.bar, self.swan = demonstrations, 0, None, None, None
+        super().__init__(validate_sft_config(config), resume, service_client, progress)
+        self.demos = demonstrations
 
     def open(self) -> "SFTRun":
         "Prepare the run directory, demonstrations, training client and logging (resuming if asked)."
         from alfworld_rl.env.data import GameBatches
-        from alfworld_rl.runs.train import SwanLabLog, check_run_files, load_training_games, make_service, resume_point, rewind_run
-        from alfworld_rl.core import rewrite_jsonl
-        from alfworld_rl.runs.train_config import run_started, save_run_config
+        from alfworld_rl.runs.train import load_training_games
         c = self.config
-        from alfworld_rl.run_lock import run_dir_lock
-        self.lock = run_dir_lock(self.run_dir).acquire()   # one writer per run directory (re-entrant for the CLI's hold)
-        if not self.resume and run_started(self.run_dir):
-            raise UserError(f"--run-name: {self.run_dir} already holds a run; pass --resume to continue it", status=2)
-        if self.resume: check_run_files(self.run_dir)      # a corrupt file: one line, before anything is written
+        save = self.open_run_dir()                          # every check before the first write
         seed_everything(c.seed)
-        save, rebuilt = resume_point(c, unit="step") if self.resume else (None, None)   # nothing written yet
-        self.step = save["step"] if save else 0
-        self.last_saved = self.step if save else None
-        if self.step > c.max_steps:
-            raise UserError(f"--max-steps {c.max_steps} is below the {self.step} steps {self.run_dir} already has; "
-                            f"pass --max-steps {self.step + 1} or more to continue it", status=2)
-        save_run_config(c)
-        if rebuilt is not None: rewrite_jsonl(self.run_dir / "checkpoints.jsonl", rebuilt)
-        rewind_run(self.run_dir, self.step)
-        self.svc = self.svc or make_service(c)
-        if save:
-            self.tc = self.svc.create_training_client_from_state_with_optimizer(save["state_path"])
-            print(f"Resumed {c.run_name} after step {self.step} from {save['state_path']}", flush=True)
-        else:
-            self.tc = self.svc.create_lora_training_client(c.base_model, rank=c.lora_rank, seed=c.seed)
-        self.tokenizer = self.tc.get_tokenizer()
+        self.start_run_files()
+        self.start_client(save)
         if self.demos is None:
             self.demos = expert_trajectories(load_training_games(c), self.tokenizer, c, self.progress)
         self._write_demonstrations()
@@ -174,10 +151,7 @@ class SFTRun:
             self.shared_prefix = common_prefix_length([r[0] for rs in self.rows.values() for r in rs])
         games = list({t.game.id: t.game for t in self.demos}.values())
         self.batches = GameBatches(games, c.games_per_batch, seed=c.seed)
-        self.swan = SwanLabLog(c)
-        if self.progress:
-            from tqdm.auto import tqdm
-            self.bar = tqdm(total=c.max_steps, initial=self.step, desc=c.run_name, unit="step", dynamic_ncols=True)
+        self.start_logging()
         return self
 
     @property
@@ -202,7 +176,7 @@ class SFTRun:
         rng = random.Random(self.config.seed * 1_000_003 + step)   # the same permutations again on resume
         return [row_datum(rename_objects(row, self.object_ids, rng, self.shared_prefix)) for g in games for row in self.rows[g.id]]
 
-    def train_step(self) -> dict:
+    def next_step(self) -> dict:
         "One cross-entropy `forward_backward` over the next batch and one Adam step; returns the metrics record."
         import pytrio
         c, step, t0 = self.config, self.step + 1, time.perf_counter()
@@ -213,68 +187,21 @@ class SFTRun:
                                                    eps=c.adam_eps, weight_decay=c.weight_decay, grad_clip_norm=c.grad_clip))
         fb_out, opt_out = fb.result(), opt.result()
         counts = sft_token_counts(datums)
-        record = {"step": step, "time": _now(), "games": [g.id for g in games],
+        record = {"step": step, "time": utc_now(), "games": [g.id for g in games],
                   "train/loss": fb_out.metrics.get("loss_mean"), "train/loss_sum": fb_out.metrics.get("loss_sum"),
                   "train/token_count": fb_out.metrics.get("token_count"), "train/datums": counts["datums"],
                   "train/train_tokens": counts["train_tokens"], "train/loss_tokens": counts["loss_tokens"]}
         for k, v in (getattr(opt_out, "metrics", None) or {}).items(): record[f"optim/{k}"] = v
         record["time/update_s"] = time.perf_counter() - t0
-        with deferred_interrupt():           # a Ctrl-C here waits until the record and its save are both written
-            append_jsonl(self.run_dir / "metrics.jsonl", record)
-            self.swan.log(record)
-            self.step = step
-            if c.save_every and step % c.save_every == 0 or step == c.max_steps: self.save()
-        if self.bar is not None:
-            self.bar.update(1)
-            self.bar.set_postfix_str(f"loss {record['train/loss']:.4f}", refresh=True)
+        self.log(record, f"loss {record['train/loss']:.4f}")
         return record
 
-    def save(self) -> dict:
-        "Save state and sampler weights at the current step (once per step); print and list both paths."
-        from alfworld_rl.runs.train import read_checkpoints
-        if self.last_saved == self.step: return read_checkpoints(self.run_dir)[-1]
-        name = f"{self.config.run_name}-step-{self.step:06d}"
-        state_path = self.tc.save_state(name).result().path
-        sampler_path = self.tc.save_weights_for_sampler(name).result().path
-        rec = {"step": self.step, "time": _now(), "state_path": str(state_path), "sampler_path": str(sampler_path)}
-        append_jsonl(self.run_dir / "checkpoints.jsonl", rec)
-        self.last_saved = self.step
-        tell(f"Saved state: {state_path}\nSaved sampler weights: {sampler_path}")
-        return rec
-
-    def run(self) -> list[dict]:
-        "Run the remaining steps and save at the end; Ctrl-C stops cleanly (continue with --resume)."
-        records, state = [], "success"
-        if self.step >= self.config.max_steps:
-            print(f"{self.config.run_name} already has its {self.step} steps (--max-steps {self.config.max_steps}); "
-                  "nothing to do", file=sys.stderr, flush=True)
-        try:
-            while self.step < self.config.max_steps: records.append(self.train_step())
-            self.save()
-        except KeyboardInterrupt:
-            state = "aborted"
-            from alfworld_rl.run_lock import resume_command
-            print(f"Interrupted after step {self.step}; last save: {self.last_saved}. Continue with: "
-                  f"{resume_command('sft', self.config.run_name, self.config.output_dir)}", file=sys.stderr, flush=True)
-            raise
-        except BaseException:
-            state = "crashed"; raise
-        finally:
-            if self.bar is not None: self.bar.close(); self.bar = None
-            if self.swan is not None: self.swan.finish(state)
-            if getattr(self, "lock", None) is not None: self.lock.release()
-        return records
+    train_step = next_step
 
 def sft(config: SFTConfig, resume: bool = False, service_client=None, progress: bool = True,
         demonstrations: list | None = None) -> SFTRun:
     "Run (or resume) the behaviour-cloning run of `config` to its last step; returns the finished `SFTRun`."
-    run = SFTRun(config, resume=resume, service_client=service_client, progress=progress, demonstrations=demonstrations)
-    try: run.open()
-    except BaseException:
-        if getattr(run, "lock", None) is not None: run.lock.release()
-        raise
-    run.run()
-    return run
+    return SFTRun.start(config, resume=resume, service_client=service_client, progress=progress, demonstrations=demonstrations)
 
 # %% ../../nbs/runs/42_sft.ipynb #85c090ef
 def add_sft_arguments(parser):

@@ -13,7 +13,7 @@ from ..env.data import GameBatches
 from ..core import UserError, append_jsonl, deferred_interrupt, read_jsonl, resolve_data_root, rewrite_jsonl, seed_everything
 from ..output import execute_notebook, tell
 from ..settings import to_parameters
-from ..rl.loop import (Update, new_totals, play_groups, ppo_steps, rl_update, sample_record, sampler_on_current_weights,
+from ..rl.loop import (Update, new_totals, play_groups, ppo_steps, rl_update, sample_record, sampler_on_current_weights, utc_now,
                                  set_advantages, update_record)
 from .train_config import (TrainConfig, add_train_arguments, given_settings, resolve_train_config,
                                       save_run_config, run_started, validate_config)
@@ -21,8 +21,8 @@ from .train_config import (TrainConfig, add_train_arguments, given_settings, res
 # %% auto #0
 __all__ = ['AUTO_GENERATE', 'RUN_FILES', 'STOP_FILE', 'split_has_games', 'check_base_model', 'load_training_games',
            'read_checkpoints', 'checkpoint_folders', 'resume_point', 'check_run_files', 'rewind_run', 'numeric_metrics',
-           'SwanLabLog', 'make_service', 'restore_training_client', 'start_from_state', 'Trainer', 'train',
-           'report_template', 'forward_interrupts', 'run_report', 'cli_train_parser', 'cli_train']
+           'SwanLabLog', 'make_service', 'restore_training_client', 'start_from_state', 'RunLifecycle', 'Trainer',
+           'train', 'report_template', 'forward_interrupts', 'run_report', 'cli_train_parser', 'cli_train']
 
 # %% ../../nbs/runs/41_train.ipynb #0064bb6a
 AUTO_GENERATE = dict(train=16, valid_seen=8, valid_unseen=8, seed=0,          # a first run's games: the two shortest
@@ -182,65 +182,169 @@ def start_from_state(svc, state_path: str, base_model: str, rank: int):
     return tc
 
 # %% ../../nbs/runs/41_train.ipynb #c7543b19
-def _now() -> str:
-    "The current UTC time as an ISO string."
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+class RunLifecycle:
+    """What a training run and a cloning run share: one writer per run directory, resume from the newest save that
+    loads (every check before the first write), the run files, checkpoints, SwanLab, the progress bar and a clean stop.
+    A subclass sets `unit` and `command` and defines `open()` (its own data and checks) and `next_step()`."""
+    unit, command = "update", "train"
 
-class Trainer:
-    "A training run: clients, games, run files and logging, with each stage of an update as a method."
+    def __init__(self, config, resume: bool = False, service_client=None, progress: bool = True):
+        self.config, self.resume = config, resume
+        self.run_dir, self.svc, self.progress = config.run_dir, service_client, progress
+        self.step, self.last_saved, self.bar, self.swan, self.lock = 0, None, None, None, None
+        self.rebuilt_index = None
+
+    def open_run_dir(self) -> dict | None:
+        "Lock the run directory and find the save a resume continues from; nothing is written. Returns that save."
+        from alfworld_rl.run_lock import run_dir_lock
+        c = self.config
+        self.lock = run_dir_lock(self.run_dir).acquire()   # one writer per run directory (re-entrant for the CLI's hold)
+        if not self.resume and run_started(self.run_dir):
+            raise UserError(f"--run-name: {self.run_dir} already holds a run; pass --resume to continue it", status=2)
+        if self.resume: check_run_files(self.run_dir)      # a corrupt file: one line naming it
+        save, self.rebuilt_index = resume_point(c, unit=self.unit) if self.resume else (None, None)
+        self.step = save["step"] if save else 0
+        self.last_saved = self.step if save else None
+        if self.step > c.max_steps:
+            raise UserError(f"--max-steps {c.max_steps} is below the {self.step} {self.unit}s {self.run_dir} already has; "
+                            f"pass --max-steps {self.step + 1} or more to continue it", status=2)
+        return save
+
+    def start_run_files(self) -> None:
+        "The first writes: the run's config, a rebuilt checkpoint index, records after the save dropped."
+        save_run_config(self.config)
+        if self.rebuilt_index is not None: rewrite_jsonl(self.run_dir / "checkpoints.jsonl", self.rebuilt_index)
+        rewind_run(self.run_dir, self.step)
+
+    def start_client(self, save: dict | None, init_state: str | None = None):
+        "The training client: restored from `save`, from another run's weights `init_state`, or a fresh LoRA."
+        c = self.config
+        self.svc = self.svc or make_service(c)
+        if save:
+            self.tc = restore_training_client(self.svc, save["state_path"])
+            print(f"Resumed {c.run_name} after {self.unit} {self.step} from {save['state_path']}", flush=True)
+        elif init_state:   # start from another run's weights (e.g. an `alfworld-rl sft` state), fresh optimizer
+            self.tc = start_from_state(self.svc, init_state, c.base_model, c.lora_rank)
+            print(f"Starting {c.run_name} from the weights of {init_state}", flush=True)
+        else:
+            self.tc = self.svc.create_lora_training_client(c.base_model, rank=c.lora_rank, seed=c.seed)
+        self.tokenizer = self.tc.get_tokenizer()
+        return self.tc
+
+    def start_logging(self) -> None:
+        "SwanLab and the progress bar."
+        self.swan = SwanLabLog(self.config)
+        if self.progress:
+            from tqdm.auto import tqdm
+            self.bar = tqdm(total=self.config.max_steps, initial=self.step, desc=self.config.run_name, unit=self.unit,
+                            dynamic_ncols=True)
+
+    def _phase(self, phase: str) -> None:
+        "Show the current phase on the progress bar."
+        if self.bar is not None: self.bar.set_postfix_str(f"{self.unit} {self.step + 1}: {phase}", refresh=True)
+
+    def log(self, record: dict, postfix: str) -> None:
+        "Append `record` to `metrics.jsonl`, send it to SwanLab and save when due (one uninterruptible unit); tick the bar."
+        c, step = self.config, record["step"]
+        with deferred_interrupt():           # a Ctrl-C here waits until the record and its save are both written
+            append_jsonl(self.run_dir / "metrics.jsonl", record)
+            self.write_extra(record)
+            self.swan.log(record)
+            self.step = step
+            if c.save_every and step % c.save_every == 0 or step == c.max_steps: self.save()
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix_str(postfix, refresh=True)
+
+    def write_extra(self, record: dict) -> None:
+        "Other run files written with each metrics record (none here)."
+
+    def save(self) -> dict:
+        "Save training state and sampler weights at the current step (once per step); print and list both paths."
+        if self.last_saved == self.step: return read_checkpoints(self.run_dir)[-1]
+        self._phase("saving a checkpoint")
+        name = f"{self.config.run_name}-step-{self.step:06d}"
+        state = self.tc.save_state(name).result().path
+        sampler = self.tc.save_weights_for_sampler(name).result().path
+        rec = {"step": self.step, "time": utc_now(), "state_path": str(state), "sampler_path": str(sampler)}
+        append_jsonl(self.run_dir / "checkpoints.jsonl", rec)
+        self.last_saved = self.step
+        tell(f"Saved state: {state}\nSaved sampler weights: {sampler}")
+        return rec
+
+    def stop_requested(self) -> bool:
+        "Whether a stop was asked for between two steps (none here)."
+        return False
+
+    def next_step(self) -> dict:
+        "Run the next step and log it; returns its metrics record."
+        raise NotImplementedError
+
+    def run(self) -> list[dict]:
+        "Run the remaining steps, save at the end and close; Ctrl-C stops cleanly (continue with --resume)."
+        records, c, unit = [], self.config, self.unit
+        if self.step >= c.max_steps:
+            print(f"{c.run_name} already has its {self.step} {unit}s (--max-steps {c.max_steps}); nothing to do",
+                  file=sys.stderr, flush=True)
+        try:
+            while self.step < c.max_steps:
+                if self.stop_requested(): raise KeyboardInterrupt
+                records.append(self.next_step())
+            self.save()
+        except KeyboardInterrupt:
+            self.close("aborted")
+            saved = f"{unit} {self.last_saved}" if self.last_saved else "nothing saved yet"
+            from alfworld_rl.run_lock import resume_command
+            print(f"Interrupted during {unit} {self.step + 1}; last save: {saved}. Continue with: "
+                  f"{resume_command(self.command, c.run_name, c.output_dir)}", file=sys.stderr, flush=True)
+            raise
+        except BaseException:
+            self.close("crashed"); raise
+        self.close("success")
+        return records
+
+    def close(self, state: str = "success") -> None:
+        "Close the progress bar and the SwanLab run; release the run directory."
+        if self.bar is not None: self.bar.close(); self.bar = None
+        if self.swan is not None: self.swan.finish(state); self.swan = None
+        if self.lock is not None: self.lock.release(); self.lock = None
+
+    @classmethod
+    def start(cls, *args, **kwargs):
+        "Open a run of this kind (releasing the run directory if opening fails) and run it to its last step."
+        run = cls(*args, **kwargs)
+        try: run.open()
+        except BaseException:
+            if run.lock is not None: run.lock.release()
+            raise
+        run.run()
+        return run
+
+class Trainer(RunLifecycle):
+    "A training run: games, the training client, run files and logging; each update is `rl.loop.rl_update`."
+    unit, command = "update", "train"
+
     def __init__(self, config: TrainConfig, resume: bool = False, service_client=None, progress: bool = True):
-        self.config, self.resume = validate_config(config), resume
-        self.run_dir = config.run_dir
-        self.svc, self.progress = service_client, progress
-        self.step, self.last_saved, self.bar, self.swan = 0, None, None, None
+        super().__init__(validate_config(config), resume, service_client, progress)
         self.totals = new_totals()
 
     def open(self) -> "Trainer":
         "Prepare the run directory, games, clients and logging (resuming from the last save if asked)."
         c = self.config
-        from alfworld_rl.run_lock import run_dir_lock
-        self.lock = run_dir_lock(self.run_dir).acquire()   # one writer per run directory (re-entrant for the CLI's hold)
-        if not self.resume and run_started(self.run_dir):
-            raise UserError(f"--run-name: {self.run_dir} already holds a run; pass --resume to continue it", status=2)
+        save = self.open_run_dir()
         check_base_model(c)
-        if self.resume: check_run_files(self.run_dir)
-        # every check before the first write: a refused resume leaves the run directory as it was
-        ckpt, rebuilt = resume_point(c) if self.resume else (None, None)
-        self.step = ckpt["step"] if ckpt else 0
-        self.last_saved = self.step if ckpt else None
-        if self.step > c.max_steps:
-            raise UserError(f"--max-steps {c.max_steps} is below the {self.step} updates {self.run_dir} already has; "
-                            f"pass --max-steps {self.step + 1} or more to continue it", status=2)
-        if not ckpt and c.init_state and c.backend == "local":    # a damaged or foreign state: one line, before any rollout
+        if not save and c.init_state and c.backend == "local":    # a damaged or foreign state: one line, before any rollout
             from alfworld_rl.backends.local_trainer import check_checkpoint
             check_checkpoint(c.init_state, "state", "--init-state", base_model=c.base_model, rank=c.lora_rank)
         seed_everything(c.seed)
         self.games = load_training_games(c)
         self.batches = GameBatches(self.games, c.games_per_batch, seed=c.seed)
-        save_run_config(c)
-        if rebuilt is not None: rewrite_jsonl(self.run_dir / "checkpoints.jsonl", rebuilt)
-        rewind_run(self.run_dir, self.step)
+        self.start_run_files()
         for r in read_jsonl(self.run_dir / "metrics.jsonl"):
             for k in self.totals: self.totals[k] += r.get(f"tokens/{k}", 0)
-        self.svc = self.svc or make_service(c)
-        if ckpt:
-            self.tc = restore_training_client(self.svc, ckpt["state_path"])
-            print(f"Resumed {c.run_name} after update {self.step} from {ckpt['state_path']}", flush=True)
-        elif c.init_state:  # start from another run's weights (e.g. an `alfworld-rl sft` state), fresh optimizer
-            self.tc = start_from_state(self.svc, c.init_state, c.base_model, c.lora_rank)
-            print(f"Starting {c.run_name} from the weights of {c.init_state}", flush=True)
-        else:
-            self.tc = self.svc.create_lora_training_client(c.base_model, rank=c.lora_rank, seed=c.seed)
-        self.tokenizer = self.tc.get_tokenizer()
-        self.swan = SwanLabLog(c)
-        if self.progress:
-            from tqdm import tqdm
-            self.bar = tqdm(total=c.max_steps, initial=self.step, desc=c.run_name, unit="update", dynamic_ncols=True)
+        self.start_client(save, c.init_state)
+        self.start_logging()
         return self
-
-    def _phase(self, phase: str) -> None:
-        "Show the current phase on the progress bar."
-        if self.bar is not None: self.bar.set_postfix_str(f"update {self.current}: {phase}", refresh=True)
 
     def begin_update(self) -> list:
         "Start the next update; returns its games."
@@ -282,77 +386,31 @@ class Trainer:
 
     def write_update(self, u: Update) -> dict:
         "Append `u`'s metrics and sample trajectory to the run files, log it, save when due; returns its record."
-        c, step, record = self.config, u.step, u.record
-        if not u.datums: tell(f"Update {step}: every group is degenerate (no advantage); skipped the optimizer step")
-        with deferred_interrupt():           # a Ctrl-C here waits until the record and its save are both written
-            append_jsonl(self.run_dir / "metrics.jsonl", record)
-            append_jsonl(self.run_dir / "samples.jsonl", sample_record(step, u.batch.trajectories))
-            self.swan.log(record)
-            self.step = step
-            if c.save_every and step % c.save_every == 0 or step == c.max_steps: self.save()
-        if self.bar is not None:
-            self.bar.update(1)
-            self.bar.set_postfix_str(f"update {step}: reward {record['rollout/reward_mean']:.3f} "
-                                     f"success {record['rollout/success_rate']:.2f}", refresh=True)
+        record = u.record
+        if not u.datums: tell(f"Update {u.step}: every group is degenerate (no advantage); skipped the optimizer step")
+        self._sample = sample_record(u.step, u.batch.trajectories)
+        self.log(record, f"update {u.step}: reward {record['rollout/reward_mean']:.3f} success {record['rollout/success_rate']:.2f}")
         return record
 
-    def save(self) -> dict:
-        "Save training state and sampler weights at the current update; print and list both paths."
-        if self.last_saved == self.step: return read_checkpoints(self.run_dir)[-1]
-        self._phase("saving a checkpoint")
-        name = f"{self.config.run_name}-step-{self.step:06d}"
-        state = self.tc.save_state(name).result().path
-        sampler = self.tc.save_weights_for_sampler(name).result().path
-        rec = {"step": self.step, "time": _now(), "state_path": str(state), "sampler_path": str(sampler)}
-        append_jsonl(self.run_dir / "checkpoints.jsonl", rec)
-        self.last_saved = self.step
-        tell(f"Saved state: {state}\nSaved sampler weights: {sampler}")
-        return rec
+    def write_extra(self, record: dict) -> None:
+        "The update's sample trajectory, with its metrics record."
+        append_jsonl(self.run_dir / "samples.jsonl", self._sample)
 
-    def run_update(self) -> dict:
+    def next_step(self) -> dict:
         "One whole update (`rl_update`), written to the run files; returns its metrics record."
         self.begin_update()
         u = rl_update(self.tc, self.tokenizer, self.update, self.config, self.totals, self._phase, sampler=self.sampler())
         return self.write_update(u)
 
-    def run(self) -> list[dict]:
-        "Run the remaining updates, save at the end and close; Ctrl-C stops cleanly (resume with --resume)."
-        records = []
-        if self.step >= self.config.max_steps:
-            print(f"{self.config.run_name} already has its {self.step} updates (--max-steps {self.config.max_steps}); "
-                  "nothing to do", file=sys.stderr, flush=True)
-        try:
-            while self.step < self.config.max_steps:
-                if (self.run_dir / STOP_FILE).exists(): raise KeyboardInterrupt   # Ctrl-C forwarded by `run_report`
-                records.append(self.run_update())
-            self.save()
-        except KeyboardInterrupt:
-            self.close("aborted")
-            saved = f"update {self.last_saved}" if self.last_saved else "nothing saved yet"
-            from alfworld_rl.run_lock import resume_command
-            print(f"Interrupted during update {self.step + 1}; last save: {saved}. Continue with: "
-                  f"{resume_command('train', self.config.run_name, self.config.output_dir)}", file=sys.stderr, flush=True)
-            raise
-        except BaseException:
-            self.close("crashed"); raise
-        self.close("success")
-        return records
+    def stop_requested(self) -> bool:
+        "Ctrl-C forwarded by `run_report` as a file (a signal can be lost between two report cells)."
+        return (self.run_dir / STOP_FILE).exists()
 
-    def close(self, state: str = "success") -> None:
-        "Close the progress bar and the SwanLab run."
-        if self.bar is not None: self.bar.close(); self.bar = None
-        if self.swan is not None: self.swan.finish(state)
-        if getattr(self, "lock", None) is not None: self.lock.release()
+    run_update = next_step
 
 def train(config: TrainConfig, resume: bool = False, service_client=None, progress: bool = True) -> Trainer:
     "Run (or resume) the training run of `config` to its last update; returns the finished `Trainer`."
-    trainer = Trainer(config, resume=resume, service_client=service_client, progress=progress)
-    try: trainer.open()
-    except BaseException:
-        if getattr(trainer, "lock", None) is not None: trainer.lock.release()
-        raise
-    trainer.run()
-    return trainer
+    return Trainer.start(config, resume=resume, service_client=service_client, progress=progress)
 
 # %% ../../nbs/runs/41_train.ipynb #69fceb02
 def report_template(name: str = "train") -> Path:
