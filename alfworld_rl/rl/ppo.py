@@ -20,7 +20,7 @@ __all__ = ['ADVANTAGES', 'ADVANTAGE_NORMS', 'ZERO_ADVANTAGE', 'group_key', 'grou
 
 # %% ../../nbs/rl/24_ppo.ipynb #50f70708
 from .rollout import INVALID_PENALTY as INVALID_ACTION_PENALTY, trajectory_reward
-from .rollout import step_advantage
+from .rollout import is_degenerate_group, step_advantage
 
 # %% ../../nbs/rl/24_ppo.ipynb #b67dee8c
 def group_key(traj) -> object:
@@ -215,10 +215,7 @@ def rollout_metrics(trajectories) -> dict[str, float]:
     for t in trajectories: by_task[t.game.task_type].append(bool(t.won))
     advantages = [float(t.advantage) for t in trajectories if t.advantage is not None]
     groups = group_trajectories(trajectories)
-    degenerate = 0
-    for g in groups:       # env-error branches are out of the group mean, so out of this count too
-        rewards = [t.reward for t in g if not is_env_error(t)]
-        if not rewards or max(rewards) == min(rewards): degenerate += 1
+    degenerate = sum(is_degenerate_group(g) for g in groups)   # env-error branches out, as out of the group mean
     m = {
         "trajectories": float(len(trajectories)),
         "reward_mean": _mean(t.reward for t in trajectories),

@@ -10,7 +10,7 @@ from . import protocol as P
 # %% auto #0
 __all__ = ['CONTEXTS', 'STOP_REASONS', 'WIN_REWARD', 'INVALID_PENALTY', 'ROLLOUT_CONTEXT', 'RolloutConfig', 'sample_seed',
            'anchor_state', 'StepRecord', 'Trajectory', 'trajectory_reward', 'is_invalid', 'step_reward',
-           'step_advantage', 'RolloutBatch', 'rollout_games', 'run_sync', 'run_rollout']
+           'is_degenerate_group', 'step_advantage', 'RolloutBatch', 'rollout_games', 'run_sync', 'run_rollout']
 
 # %% ../../nbs/rl/21_rollout.ipynb #b62942a6
 from ..settings import ROLLOUT, configuration, check_settings, check_turn_budget
@@ -133,6 +133,11 @@ def step_reward(won: bool, invalid: bool, win_reward: float = WIN_REWARD, invali
     "One step's reward, `win_reward * 1[won] - invalid_penalty * 1[invalid]`; a trajectory's rewards add up to its reward."
     return trajectory_reward(won, int(bool(invalid)), win_reward, invalid_penalty)
 
+def is_degenerate_group(trajectories) -> bool:
+    "Whether a group's scored branches (env errors left out) all got the same reward, or none was scored: no advantage."
+    rewards = [t.reward for t in trajectories if getattr(t, "stop_reason", None) != "env_error"]
+    return not rewards or max(rewards) == min(rewards)
+
 def step_advantage(traj, t: int) -> float:
     "The advantage of step `t` of `traj`: its own (GiGPO's per-step one) when set, else the trajectory's."
     per_step = getattr(traj, "step_advantages", None)
@@ -155,11 +160,7 @@ class RolloutBatch:
     @property
     def degenerate_groups(self) -> int:
         "Groups whose scored branches all got the same reward (no advantage to learn from), env errors left out."
-        out = 0
-        for g in self.groups:
-            rewards = [self.trajectories[i].reward for i in g if self.trajectories[i].stop_reason != "env_error"]
-            out += not rewards or max(rewards) == min(rewards)
-        return out
+        return sum(is_degenerate_group([self.trajectories[i] for i in g]) for g in self.groups)
 
     def stop_reason_counts(self) -> dict[str, int]:
         "How many trajectories ended for each stop reason."

@@ -243,21 +243,19 @@ class RunLifecycle:
         "Show the current phase on the progress bar."
         if self.bar is not None: self.bar.set_postfix_str(f"{self.unit} {self.step + 1}: {phase}", refresh=True)
 
-    def log(self, record: dict, postfix: str) -> None:
-        "Append `record` to `metrics.jsonl`, send it to SwanLab and save when due (one uninterruptible unit); tick the bar."
+    def log(self, record: dict, postfix: str, also: dict | None = None) -> None:
+        """Append `record` to `metrics.jsonl` (and each `also` record to its file), send it to SwanLab and save when due,
+        as one uninterruptible unit; tick the bar."""
         c, step = self.config, record["step"]
-        with deferred_interrupt():           # a Ctrl-C here waits until the record and its save are both written
+        with deferred_interrupt():           # a Ctrl-C here waits until the records and their save are all written
             append_jsonl(self.run_dir / "metrics.jsonl", record)
-            self.write_extra(record)
+            for name, rec in (also or {}).items(): append_jsonl(self.run_dir / name, rec)
             self.swan.log(record)
             self.step = step
             if c.save_every and step % c.save_every == 0 or step == c.max_steps: self.save()
         if self.bar is not None:
             self.bar.update(1)
             self.bar.set_postfix_str(postfix, refresh=True)
-
-    def write_extra(self, record: dict) -> None:
-        "Other run files written with each metrics record (none here)."
 
     def save(self) -> dict:
         "Save training state and sampler weights at the current step (once per step); print and list both paths."
@@ -388,13 +386,9 @@ class Trainer(RunLifecycle):
         "Append `u`'s metrics and sample trajectory to the run files, log it, save when due; returns its record."
         record = u.record
         if not u.datums: tell(f"Update {u.step}: every group is degenerate (no advantage); skipped the optimizer step")
-        self._sample = sample_record(u.step, u.batch.trajectories)
-        self.log(record, f"update {u.step}: reward {record['rollout/reward_mean']:.3f} success {record['rollout/success_rate']:.2f}")
+        self.log(record, f"update {u.step}: reward {record['rollout/reward_mean']:.3f} success {record['rollout/success_rate']:.2f}",
+                 also={"samples.jsonl": sample_record(u.step, u.batch.trajectories)})
         return record
-
-    def write_extra(self, record: dict) -> None:
-        "The update's sample trajectory, with its metrics record."
-        append_jsonl(self.run_dir / "samples.jsonl", self._sample)
 
     def next_step(self) -> dict:
         "One whole update (`rl_update`), written to the run files; returns its metrics record."
