@@ -99,9 +99,20 @@ def test_reward_and_episode_flags_reach_every_stage(tmp_path):
     paths = mini.MiniPaths(tmp_path)
     ppo = mini.ppo_config(s, paths, 0, init_state="x")
     ev = mini.eval_config(s, paths, "base", None)
-    assert (ppo.win_reward, ppo.invalid_penalty, ppo.step_return) == (10.0, 0.05, "win")
+    assert (ppo.win_reward, ppo.invalid_penalty, ppo.step_return) == (10.0, 0.05, "all")
     assert (ev.win_reward, ev.invalid_penalty, ev.episodes_per_game) == (10.0, 0.05, 4)
-    assert (mini.MINI.win_reward, mini.MINI.invalid_penalty, mini.MINI.episodes_per_game) == (1.0, 0.1, 1)
+    assert (mini.MINI.win_reward, mini.MINI.invalid_penalty, mini.MINI.episodes_per_game) == (1.0, 0.01, 1)
+
+
+def test_mini_defaults_are_the_measured_recipe(tmp_path):
+    "The mini's PPO is the capacity probe's: the 4-layer base, 16 games x 8 branches, 4 Adam steps, 12 updates, penalty 0.01."
+    s, paths = mini.MINI, mini.MiniPaths(tmp_path)
+    ppo = mini.ppo_config(s, paths, 0, init_state="x")
+    assert (ppo.games_per_batch, ppo.group_size, ppo.ppo_minibatches, ppo.max_steps) == (16, 8, 4, 12)
+    assert (ppo.invalid_penalty, ppo.win_reward, ppo.advantage, ppo.step_return) == (0.01, 1.0, "gigpo", "all")
+    base = json.loads((mini.base_model_path(s) / "config.json").read_text())
+    assert s.base_model == "mini-base-4layers" and base["num_hidden_layers"] == 4
+    assert mini.SMOKE.base_model == "mini-base"          # the tests' smoke run keeps the small, fast base
 
 
 def test_other_settings_in_the_same_directory_are_refused(tmp_path):
@@ -136,3 +147,21 @@ def test_smoke_recipe_end_to_end_through_the_notebook(tmp_path, capsys):
     n = len(read_jsonl(paths.stages))
     mini.run_mini(mini.SMOKE, out, progress=False)
     assert read_jsonl(paths.stages)[n:] == []
+
+
+@pytest.mark.parametrize("report", sorted((Path(__file__).parent.parent / "nbs" / "reports").glob("*.ipynb")), ids=lambda p: p.stem)
+def test_report_notebooks_import_what_exists(report):
+    "Every name a report notebook imports from alfworld_rl exists (a moved name fails here, not only in a slow run)."
+    import ast, importlib, importlib.util
+    names = []
+    for cell in json.loads(report.read_text())["cells"]:
+        if cell["cell_type"] != "code": continue
+        for node in ast.walk(ast.parse("".join(cell["source"]))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("alfworld_rl"):
+                names += [(node.module, a.name) for a in node.names]
+            elif isinstance(node, ast.Import):
+                names += [(a.name, None) for a in node.names if a.name.startswith("alfworld_rl")]
+    assert names, f"{report.name} imports nothing from alfworld_rl"
+    for module, name in names:
+        m = importlib.import_module(module)
+        assert name is None or hasattr(m, name) or importlib.util.find_spec(f"{module}.{name}"), f"{report.name}: {module}.{name}"

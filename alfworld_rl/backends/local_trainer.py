@@ -241,9 +241,9 @@ def check_checkpoint(path: str | Path, kind: str, flag: str, base_model: str | N
 # %% ../../nbs/backends/35_local_trainer.ipynb #0ea432cc
 def same_base_model(a: str, b: str) -> bool:
     "Whether base-model names `a` and `b` are the same model: equal, or resolving to the same local directory (no download)."
-    from alfworld_rl.backends.local_models import resolve_model_path, TINY_MODEL_NAME, MINI_BASE_NAME
+    from alfworld_rl.backends.local_models import resolve_model_path, TINY_MODEL_NAME, SHIPPED_MODELS
     def local(name):
-        if name not in (TINY_MODEL_NAME, MINI_BASE_NAME) and not Path(name).expanduser().is_dir(): return None
+        if name not in (TINY_MODEL_NAME, *SHIPPED_MODELS) and not Path(name).expanduser().is_dir(): return None
         try: return resolve_model_path(name).resolve()
         except Exception: return None
     return a == b or (local(a) is not None and local(a) == local(b))

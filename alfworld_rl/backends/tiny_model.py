@@ -12,9 +12,9 @@ from ..core import user_cache_dir
 # %% auto #0
 __all__ = ['TINY_MODEL_NAME', 'TINY_RECIPE', 'TINY_SEED', 'TINY_VOCAB_SIZE', 'TINY_MAX_POSITIONS', 'SPECIAL_TOKENS',
            'TOOL_TOKENS', 'TINY_CONFIG', 'CHAT_TEMPLATE', 'EXAMPLE_TOOL', 'TASK_TEMPLATES', 'MINI_BASE_NAME',
-           'render_chat', 'tool_call_message', 'alfworld_names', 'build_corpus', 'train_tokenizer', 'build_model',
-           'tiny_qwen3_default_path', 'write_tiny_qwen3', 'build_tiny_qwen3', 'tiny_qwen3_path', 'mini_base_path',
-           'load_tiny_qwen3']
+           'MINI_BASE_4_NAME', 'SHIPPED_MODELS', 'render_chat', 'tool_call_message', 'alfworld_names', 'build_corpus',
+           'train_tokenizer', 'build_model', 'tiny_qwen3_default_path', 'write_tiny_qwen3', 'build_tiny_qwen3',
+           'tiny_qwen3_path', 'shipped_model_path', 'mini_base_path', 'load_tiny_qwen3']
 
 # %% ../../nbs/backends/30_tiny_model.ipynb #430d8f9a
 TINY_MODEL_NAME = "tiny-qwen3"
@@ -268,11 +268,17 @@ def tiny_qwen3_path() -> Path:
     return build_tiny_qwen3()
 
 MINI_BASE_NAME = "mini-base"   # the pretrained mini base model shipped in the repository (see mini/50_pretrain)
+MINI_BASE_4_NAME = "mini-base-4layers"   # the same recipe at 4 layers: the base of the mini experiment (docs/base-model.md)
+SHIPPED_MODELS = {MINI_BASE_NAME: 2, MINI_BASE_4_NAME: 4}   # name -> decoder layers (`alfworld-rl build-base --layers`)
+
+def shipped_model_path(name: str = MINI_BASE_NAME) -> Path:
+    "Where a shipped base model lives: `models/<name>` at the repository root."
+    import alfworld_rl
+    return Path(alfworld_rl.__file__).resolve().parent.parent / "models" / name
 
 def mini_base_path() -> Path:
-    "Where the shipped base model lives: `models/mini-base` at the repository root."
-    import alfworld_rl
-    return Path(alfworld_rl.__file__).resolve().parent.parent / "models" / MINI_BASE_NAME
+    "Where the shipped 2-layer base model lives: `models/mini-base` at the repository root."
+    return shipped_model_path(MINI_BASE_NAME)
 
 def load_tiny_qwen3(device: str | None = None):
     "`(model, tokenizer)` of the cached `tiny-qwen3`, loaded with the `Auto*` classes (built on first use)."

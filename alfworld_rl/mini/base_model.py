@@ -11,12 +11,12 @@ from .pretrain import MODEL_SIZE_KEYS, build_model, count_parameters, pretrain_b
 
 # %% auto #0
 __all__ = ['LATER_STAGE_KEYS', 'MAX_LAYERS', 'BaseSettings', 'stage1_settings', 'own_play', 'base_quality', 'build_stage1',
-           'build_base', 'load_base_info', 'cli_build_base_parser', 'check_layers', 'cli_build_base']
+           'build_base', 'load_base_info', 'cli_build_base_parser', 'base_name', 'check_layers', 'cli_build_base']
 
 # %% ../../nbs/mini/52_base_model.ipynb #c39e1cad
 from dataclasses import dataclass, asdict
 
-from ..backends.tiny_model import MINI_BASE_NAME, mini_base_path
+from ..backends.tiny_model import MINI_BASE_NAME, SHIPPED_MODELS, mini_base_path, shipped_model_path
 from .copy_stage import train_copy_stage
 
 @dataclass
@@ -142,7 +142,7 @@ def build_base(out: str | os.PathLike, s: BaseSettings | None = None, work_dir: 
                "copy_pretraining": copy["seconds"]["training"] if copy else 0.0,
                "quality": round(time.perf_counter() - t3, 1)}
     seconds["total"] = round(sum(v for k, v in seconds.items() if k != "stage1_reused"), 1)   # the build from scratch
-    info = {"name": MINI_BASE_NAME, "settings": asdict(s), "parameters": count_parameters(tmp), "quality": quality,
+    info = {"name": base_name(s.num_hidden_layers), "settings": asdict(s), "parameters": count_parameters(tmp), "quality": quality,
             "rows": first["rows"], "prior_rows": prior["windows"] if prior else 0,
             "copy_take_rows": copy["take_rows"] if copy else 0,
             "final_loss": first["final_loss"] | ({"prior_windows": _last20(prior["window_losses"]),
@@ -165,13 +165,17 @@ def load_base_info(model_dir: str | os.PathLike | None = None) -> dict:
 
 def cli_build_base_parser(parser):
     "Add the flags of `alfworld-rl build-base` to `parser`."
-    parser.add_argument("--out", default=None, help="where to write the model (default: the shipped models/mini-base)")
+    parser.add_argument("--out", default=None, help="where to write the model (default: the shipped models/mini-base, or models/mini-base-<N>layers with --layers N)")
     parser.add_argument("--work-dir", default=None, help="keep the generated games and the models of both stages here; "
                                                          "a finished stage 1 there with the same settings is reused")
     parser.add_argument("--layers", type=int, default=None,
                         help=f"decoder layers of the model (default {BaseSettings.num_hidden_layers}, the shipped base's); "
                              "every other setting stays the shipped one's")
     return parser
+
+def base_name(layers: int) -> str:
+    "The name of a base with `layers` decoder layers: `mini-base` for the default depth, else `mini-base-<layers>layers`."
+    return MINI_BASE_NAME if layers == BaseSettings.num_hidden_layers else f"{MINI_BASE_NAME}-{layers}layers"
 
 MAX_LAYERS = 12            # a base over ~2.5M parameters no longer builds in hours on 2 cores
 
@@ -185,9 +189,9 @@ def check_layers(layers) -> int:
 def cli_build_base(args) -> int:
     "Run `alfworld-rl build-base`; returns the exit status."
     from alfworld_rl.core import UserError
-    out = Path(args.out) if args.out else mini_base_path()
-    if out.exists() and not out.is_dir(): raise UserError(f"--out {out} is a file; give a directory", status=2)
     layers = BaseSettings.num_hidden_layers if args.layers is None else check_layers(args.layers)
+    out = Path(args.out) if args.out else shipped_model_path(base_name(layers))
+    if out.exists() and not out.is_dir(): raise UserError(f"--out {out} is a file; give a directory", status=2)
     info = build_base(out, BaseSettings(num_hidden_layers=layers), work_dir=args.work_dir)
     q, sec = info["quality"], info["seconds"]
     print(f"Built {out}: {info['parameters']:,} parameters in {sec['total']:.0f} s; at temperature 1 on "

@@ -17,7 +17,7 @@ __all__ = ['MINI_GAMES', 'MINI_EPISODES', 'MINI_SFT', 'MINI_PPO', 'MINI_EVAL', '
            'base_model_path', 'sft_config', 'ppo_config', 'eval_config', 'run_sft_stage', 'run_ppo_stage',
            'run_eval_stage', 'eval_label', 'check_workers', 'run_seeds', 'run_mini', 'mini_demonstrations',
            'seed_summaries', 'mean_summary', 'mean_summaries', 'seed_table', 'plot_curves', 'before_after',
-           'stage_seconds', 'result_line', 'cli_mini_parser', 'mini_overrides', 'cli_mini']
+           'stage_seconds', 'rollout_quarters', 'result_line', 'cli_mini_parser', 'mini_overrides', 'cli_mini']
 
 # %% ../../nbs/mini/53_recipe.ipynb #7ad99491
 from ..settings import Setting, configuration, settings_of, integer, check_value, flag
@@ -40,7 +40,7 @@ MINI_GAMES = {       # generated once, shared by every seed
     "max_plan_steps": _count(12, "longest expert plan a generated game may have"),
 }
 MINI_EPISODES = {    # shared by SFT prompts, PPO rollouts and evaluation
-    "base_model": MODEL["base_model"].but(default="mini-base"),
+    "base_model": MODEL["base_model"].but(default="mini-base-4layers"),   # PPO transfers on 4 layers, not on 2 (docs/mini.md)
     "max_episode_steps": ROLLOUT["max_episode_steps"].but(default=12),
     "max_trajectory_tokens": ROLLOUT["max_trajectory_tokens"].but(default=6000),
     "max_assistant_tokens": ROLLOUT["max_assistant_tokens"].but(default=48),
@@ -49,7 +49,7 @@ MINI_EPISODES = {    # shared by SFT prompts, PPO rollouts and evaluation
     "lora_rank": OPTIMIZER["lora_rank"].but(default=64),
     "engine": ROLLOUT["engine"].but(default="fast"),
     "win_reward": ROLLOUT["win_reward"],
-    "invalid_penalty": ROLLOUT["invalid_penalty"],
+    "invalid_penalty": ROLLOUT["invalid_penalty"].but(default=0.01),   # a hundredth of a win: verl-agent's 0.1 against 10
 }
 MINI_SFT = {         # behaviour cloning on searching-expert demonstrations
     "demos_per_game": DEMONSTRATIONS["demos_per_game"].but(default=4),
@@ -60,17 +60,17 @@ MINI_SFT = {         # behaviour cloning on searching-expert demonstrations
     "sft_learning_rate": _lr(3e-3, "SFT"),
 }
 MINI_PPO = {
-    "ppo_steps": _count(10, "PPO updates"),
-    "ppo_games_per_batch": _count(4, "games per PPO update"),
+    "ppo_steps": _count(12, "PPO updates"),
+    "ppo_games_per_batch": _count(16, "games per PPO update"),             # the field's 16 games x 8 branches
     "group_size": ROLLOUT["group_size"].but(rule=integer(2, note="a group needs two branches to compare")),
     "ppo_learning_rate": _lr(5e-4, "PPO"),
     "ppo_epochs": PPO["ppo_epochs"],
-    "ppo_minibatches": PPO["ppo_minibatches"],
+    "ppo_minibatches": PPO["ppo_minibatches"].but(default=4),              # 4 Adam steps per update
     "temperature": _rate(1.0, "sampling temperature of the PPO rollouts"),
     "advantage": ADVANTAGE["advantage"].but(default="gigpo"),
     "advantage_norm": ADVANTAGE["advantage_norm"],
     "gamma": ADVANTAGE["gamma"],
-    "step_return": ADVANTAGE["step_return"],
+    "step_return": ADVANTAGE["step_return"].but(default="all"),           # the measured recipe (penalties are 1/100 of a win)
 }
 MINI_EVAL = {
     "eval_temperature": _rate(1.0, "sampling temperature of the evaluations (the rollout temperature: the policy PPO optimises)"),
@@ -85,7 +85,7 @@ class MiniSettings:
     task_types: tuple = ("pick_and_place_simple", "look_at_obj_in_light")   # the two shortest of the six
 
 MINI = MiniSettings()
-SMOKE = MiniSettings(seeds=(0,), train_games=6, valid_games=2, max_episode_steps=6, max_assistant_tokens=24,
+SMOKE = MiniSettings(seeds=(0,), base_model="mini-base", ppo_minibatches=1, train_games=6, valid_games=2, max_episode_steps=6, max_assistant_tokens=24,
                      lora_rank=32, demos_per_game=2, sft_steps=2, sft_games_per_batch=3, ppo_steps=1,
                      ppo_games_per_batch=2, group_size=2, eval_games_per_batch=4)
 PRESETS = {"mini": MINI, "smoke": SMOKE}
@@ -147,7 +147,7 @@ def mini_data(s: MiniSettings, paths: MiniPaths, progress: bool = True) -> Path:
                             task_types=list(s.task_types), progress=progress, out_flag="--out-dir")
 
 def base_model_path(s: MiniSettings) -> Path:
-    "The directory of the base model of `s` (the shipped `mini-base` unless the settings name another)."
+    "The directory of the base model of `s` (the shipped `mini-base-4layers` unless the settings name another)."
     from alfworld_rl.backends.local_models import resolve_model_path
     return resolve_model_path(s.base_model).resolve()
 
@@ -411,6 +411,18 @@ def stage_seconds(paths: MiniPaths) -> dict[str, float]:
     runs = [r["seconds"] for r in records if r["stage"] == "run"]
     out["wall"] = sum(runs) if runs else out["total"]       # files from before the `run` records: one process, in turn
     return out
+
+def rollout_quarters(paths: MiniPaths, seeds) -> dict:
+    "Mean PPO rollout success of the first and the last quarter of updates, per seed and over seeds (the 'does it climb' check)."
+    per_seed = {}
+    for seed in seeds:
+        rates = [r["rollout/success_rate"] for r in read_jsonl(paths.ppo_run(seed) / "metrics.jsonl")
+                 if r.get("rollout/success_rate") is not None]
+        q = max(1, len(rates) // 4)
+        per_seed[seed] = (statistics.fmean(rates[:q]), statistics.fmean(rates[-q:]))
+    first = statistics.fmean(f for f, _ in per_seed.values())
+    last = statistics.fmean(l for _, l in per_seed.values())
+    return {"first": first, "last": last, "climb_points": 100 * (last - first), "per_seed": per_seed}
 
 # %% ../../nbs/mini/53_recipe.ipynb #b7ec6c11
 def result_line(headline: dict, seeds) -> str:
