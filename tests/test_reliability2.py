@@ -341,7 +341,7 @@ def test_eval_resume_drops_repeated_records(small_data_root, tmp_path):
 def test_interrupted_eval_prints_a_working_resume_command(small_data_root, tmp_path):
     import shlex
     out = tmp_path / "my eval.jsonl"
-    proc = subprocess.Popen([CLI, "eval", *TINY_EVAL, "--data-root", str(small_data_root), "--limit-per-split", "1",
+    proc = subprocess.Popen([CLI, "eval", *TINY_EVAL, "--data-root", str(small_data_root), "--limit-per-split", "3",
                              "--max-episode-steps", "8", "--output", str(out)], cwd=tmp_path, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     t0 = time.time()
@@ -358,7 +358,7 @@ def test_interrupted_eval_prints_a_working_resume_command(small_data_root, tmp_p
     assert r.returncode == 0, r.stderr
     records = read_jsonl(out)
     ids = [r["game_id"] for r in records if r["type"] == "trajectory"]
-    assert len(ids) == len(set(ids)) == 2 and records[-1]["type"] == "summary"
+    assert len(ids) == len(set(ids)) == 6 and records[-1]["type"] == "summary"   # 3 games per split, none twice
 
 
 # ---- 6. every hint names a flag of the command that printed it --------------------------------------------------
