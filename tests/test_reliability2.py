@@ -341,9 +341,10 @@ def test_eval_resume_drops_repeated_records(small_data_root, tmp_path):
 def test_interrupted_eval_prints_a_working_resume_command(small_data_root, tmp_path):
     import shlex
     out = tmp_path / "my eval.jsonl"
-    proc = subprocess.Popen([CLI, "eval", *TINY_EVAL, "--data-root", str(small_data_root), "--limit-per-split", "3",
+    proc = subprocess.Popen([CLI, "eval", *TINY_EVAL, "--data-root", str(small_data_root), "--limit-per-split", "1",
                              "--max-episode-steps", "8", "--output", str(out)], cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))   # a background CI shell ignores SIGINT
     t0 = time.time()
     while not read_jsonl(out) and time.time() - t0 < 300:
         assert proc.poll() is None, proc.stdout.read()
@@ -358,7 +359,7 @@ def test_interrupted_eval_prints_a_working_resume_command(small_data_root, tmp_p
     assert r.returncode == 0, r.stderr
     records = read_jsonl(out)
     ids = [r["game_id"] for r in records if r["type"] == "trajectory"]
-    assert len(ids) == len(set(ids)) == 6 and records[-1]["type"] == "summary"   # 3 games per split, none twice
+    assert len(ids) == len(set(ids)) == 2 and records[-1]["type"] == "summary"
 
 
 # ---- 6. every hint names a flag of the command that printed it --------------------------------------------------
