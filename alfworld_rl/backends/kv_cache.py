@@ -4,13 +4,14 @@
 
 # %% ../../nbs/backends/33_kv_cache.ipynb #93bbdf9e
 from __future__ import annotations
-import inspect
+import heapq, inspect
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 # %% auto #0
-__all__ = ['PREFIX_MIN_SHARED']
+__all__ = ['ROOM', 'PREFIX_MIN_SHARED', 'PrefixStore']
 
 # %% ../../nbs/backends/33_kv_cache.ipynb #547cbcc3
 def _cache_arg(model) -> str:
@@ -18,23 +19,66 @@ def _cache_arg(model) -> str:
     params = inspect.signature(type(model).forward).parameters
     return "cache" if "cache" in params else "past_key_values"
 
+ROOM = 64        # positions left free after the running batch's keys and values: a decoding step writes into them
+
+def _roomy(like: torch.Tensor, shape: tuple) -> torch.Tensor:
+    "An uninitialised `[B, heads, L, dim]` tensor with `ROOM` free positions after each row's L (its `room`)."
+    B, H, L, D = shape
+    out = like.new_empty(B, H, L + ROOM, D)[:, :, :L]
+    out.room = ROOM
+    return out
+
+def _append(t: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
+    "`t` `[B, heads, n, dim]` extended by `new` along the positions: written into `t`'s room when it has enough, else copied into a new roomy tensor."
+    n, add = t.shape[-2], new.shape[-2]
+    if getattr(t, "room", 0) >= add:
+        out = t.as_strided((*t.shape[:2], n + add, t.shape[3]), t.stride(), t.storage_offset())
+        out.room = t.room - add
+    else:
+        out = _roomy(t, (*t.shape[:2], n + add, t.shape[3]))
+        out[:, :, :n] = t
+    out[:, :, n:] = new
+    return out
+
+_APPEND_LAYER = None
+
+def _append_layer():
+    "`DynamicLayer` with an `update` that appends by `_append` (made once, on first use: `transformers` loads late)."
+    global _APPEND_LAYER
+    if _APPEND_LAYER is None:
+        from transformers.cache_utils import DynamicLayer
+
+        class AppendLayer(DynamicLayer):
+            "A running batch's cache layer: a step's keys and values go into the room after the cached ones, not into a copy of them all."
+            def update(self, key_states, value_states, *args, **kwargs):
+                if not self.is_initialized or self.keys.numel() == 0: return super().update(key_states, value_states, *args, **kwargs)
+                self.keys, self.values = _append(self.keys, key_states), _append(self.values, value_states)
+                return self.keys, self.values
+        _APPEND_LAYER = AppendLayer
+    return _APPEND_LAYER
+
 def _stackable(cache) -> bool:
-    "True if every layer of `cache` is a plain `DynamicLayer` (paddable key/value tensors)."
+    "True if every layer of `cache` is a plain `DynamicLayer` or the running batch's `AppendLayer` (paddable key/value tensors)."
     from transformers.cache_utils import DynamicLayer
     layers = getattr(cache, "layers", None)
-    return bool(layers) and all(type(l) is DynamicLayer for l in layers)
+    return bool(layers) and all(type(l) in (DynamicLayer, _append_layer()) for l in layers)
 
 def _select_rows(cache, keep: torch.Tensor, trim: int) -> None:
-    "Keep batch rows `keep` of `cache` and drop its first `trim` positions, in place (one copy: the next step's append makes it contiguous)."
+    "Keep batch rows `keep` of `cache` and drop its first `trim` positions, in place (into roomy tensors, for the next steps)."
     for layer in cache.layers:
-        layer.keys = layer.keys[keep][:, :, trim:]
-        layer.values = layer.values[keep][:, :, trim:]
+        for name in ("keys", "values"):
+            t = getattr(layer, name)
+            out = _roomy(t, (len(keep), t.shape[1], t.shape[2] - trim, t.shape[3]))
+            out[:] = t[keep][:, :, trim:]
+            setattr(layer, name, out)
 
 def _padded_cat(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    "`a` and `b` [B, ..., L, D] stacked along the batch, each left-padded with zeros to the longer L (one copy)."
+    "`a` and `b` [B, ..., L, D] stacked along the batch, each left-padded with zeros to the longer L (one copy, into a roomy tensor)."
     L = max(a.shape[-2], b.shape[-2])
-    out = a.new_zeros((a.shape[0] + b.shape[0], *a.shape[1:-2], L, a.shape[-1]))
+    out = _roomy(a, (a.shape[0] + b.shape[0], a.shape[1], L, a.shape[-1]))
+    out[: a.shape[0], ..., : L - a.shape[-2], :] = 0                  # only the padding is zeroed: the rest is copied over
     out[: a.shape[0], ..., L - a.shape[-2]:, :] = a
+    out[a.shape[0]:, ..., : L - b.shape[-2], :] = 0
     out[a.shape[0]:, ..., L - b.shape[-2]:, :] = b
     return out
 
@@ -62,6 +106,8 @@ def _merge(run: _Running, rows: list, cache, mask: torch.Tensor, pos: torch.Tens
     top_k = torch.tensor([int(r.req.params.top_k) for r in rows], device=dev)
     top_p = torch.tensor([float(r.req.params.top_p) for r in rows], device=dev)
     if not run.rows:
+        if _stackable(cache):
+            for layer in cache.layers: layer.__class__ = _append_layer()   # the same layer, appending in place from now on
         run.rows, run.cache, run.mask, run.pos, run.hidden = list(rows), cache, mask, pos, hidden
         run.temp, run.top_k, run.top_p = temp, top_k, top_p
         return
@@ -119,48 +165,102 @@ def _cache_nbytes(layers) -> int:
     "Bytes held by a list of (keys, values) pairs."
     return sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in layers)
 
-def _store_prefix(self, tokens: list[int], layers: list) -> None:
-    "Keep `layers` [(keys, values) of batch 1] as the cache of `tokens`, evicting old entries over the budget."
-    if self.prefix_cache_bytes <= 0 or len(tokens) < 2: return
-    store = self.prefix_cache
-    store.pop(tuple(tokens), None)
-    store[tuple(tokens)] = layers
-    total = sum(_cache_nbytes(v) for v in store.values())
-    while store and total > self.prefix_cache_bytes:
-        oldest = next(iter(store))
-        total -= _cache_nbytes(store.pop(oldest))
-        self.prefix_ids.pop(oldest, None)
-
 PREFIX_MIN_SHARED = 32        # a stored sequence that only shares a first part lends it from this many tokens on
 
-def _shared_length(self, key: tuple, want: torch.Tensor) -> int:
-    "How many first tokens the stored sequence `key` shares with `want`."
-    ids = self.prefix_ids.get(key)
-    if ids is None: ids = self.prefix_ids[key] = torch.tensor(key)
-    m = min(len(key), len(want))
-    differ = (ids[:m] != want[:m]).nonzero()
-    return int(differ[0, 0]) if len(differ) else m
+def _first_difference(a: np.ndarray, b: np.ndarray) -> int:
+    "Index of the first position where equal-length `a` and `b` differ (their length when they do not)."
+    differ = a != b
+    return int(differ.argmax()) if differ.any() else len(a)
+
+class PrefixStore:
+    "Key/value layers of finished sequences, oldest out first over a byte budget, matched against a prompt in one comparison."
+    def __init__(self, budget: int):
+        self.budget, self.nbytes, self.entries = budget, 0, {}      # entries: token tuple -> (row of `ids`, layers)
+        self.ids = np.full((0, 0), -1, dtype=np.int32)              # one row per entry: its tokens, then -1
+        self.free: list[int] = []                                   # a heap: the lowest free row is used first
+        self.used = 0                                               # rows at and after this one are free
+        self.common = 0                                             # first tokens that every entry has, and shares
+
+    def __len__(self) -> int: return len(self.entries)
+    def __iter__(self): return iter(self.entries)
+
+    def clear(self) -> None:
+        "Forget every entry."
+        self.__init__(self.budget)
+
+    def _row(self, n: int) -> int:
+        "A free row of `ids`, the table widened to at least `n` tokens (rows and width grow by doubling)."
+        rows, width = self.ids.shape
+        new_rows = rows if self.free else max(8, 2 * rows)
+        new_width = width if n <= width else max(n, 2 * width)
+        if (new_rows, new_width) != (rows, width):
+            grown = np.full((new_rows, new_width), -1, dtype=np.int32)
+            grown[:rows, :width] = self.ids
+            for r in range(rows, new_rows): heapq.heappush(self.free, r)
+            self.ids = grown
+        row = heapq.heappop(self.free)
+        self.used = max(self.used, row + 1)
+        return row
+
+    def _drop(self, key: tuple) -> list:
+        "Remove `key`'s entry; its layers."
+        row, layers = self.entries.pop(key)
+        self.ids[row] = -1; heapq.heappush(self.free, row)
+        while self.used and self.ids[self.used - 1, 0] == -1: self.used -= 1     # free rows at the end leave the comparison
+        self.nbytes -= _cache_nbytes(layers)
+        return layers
+
+    def put(self, tokens: list[int], layers: list) -> None:
+        "Keep `layers` [(keys, values) of batch 1] as the cache of `tokens`, evicting the oldest entries over the budget."
+        if self.budget <= 0 or len(tokens) < 2: return
+        key = tuple(tokens)
+        if key in self.entries: self._drop(key)
+        ids = np.fromiter(key, np.int32, len(key))
+        if not self.entries: self.common = len(key)
+        else:                                                       # what the new entry shares with the others
+            n = min(self.common, len(key))
+            self.common = _first_difference(self.ids[next(iter(self.entries.values()))[0], :n], ids[:n])
+        row = self._row(len(key))
+        self.ids[row, :len(key)] = ids
+        self.entries[key] = (row, layers); self.nbytes += _cache_nbytes(layers)
+        while self.entries and self.nbytes > self.budget: self._drop(next(iter(self.entries)))
+
+    def shared(self, want: list[int]) -> list[tuple[tuple, int]]:
+        "How many first tokens each stored sequence shares with `want`: (key, count) pairs, in the order they were stored."
+        m = min(len(want), self.ids.shape[1])
+        want = np.fromiter(want[:m], np.int32, m)
+        c = min(self.common, m)
+        if self.entries and c:                                      # the columns every entry has in common: once
+            lead = _first_difference(self.ids[next(iter(self.entries.values()))[0], :c], want[:c])
+            if lead < c: return [(key, lead) for key in self.entries]
+        if c == m: return [(key, m) for key in self.entries]                     # `want` ends within them
+        differ = self.ids[:self.used, c:m] != want[c:]
+        first = np.where(differ.any(1), differ.argmax(1) + c, m).tolist()        # argmax: the first difference
+        return [(key, first[row]) for key, (row, _) in self.entries.items()]      # (a dict would hash every long key)
+
+    def take(self, tokens: list[int]) -> tuple[list | None, int]:
+        """The stored layers that cover the longest first part of `tokens` (never its last token) and that part's
+        length: taken out of the store when the stored sequence is a prefix of `tokens`, lent as views when it only
+        shares `PREFIX_MIN_SHARED` first tokens or more (ties go to the first stored, or to a whole match)."""
+        if not self.entries or len(tokens) < 2: return None, 0
+        best, n = None, 0
+        for key, shared in self.shared(tokens[:-1]):
+            whole = shared == len(key)
+            if not whole and shared < PREFIX_MIN_SHARED: continue
+            if shared > n or (shared == n and whole): best, n = key, shared
+        if best is None: return None, 0
+        if n == len(best): return self._drop(best), n
+        return [(k[:, :, :n], v[:, :, :n]) for k, v in self.entries[best][1]], n
+
+def _store_prefix(self, tokens: list[int], layers: list) -> None:
+    "Keep `layers` [(keys, values) of batch 1] as the cache of `tokens` in the engine's `PrefixStore`."
+    self.prefix_cache.put(tokens, layers)
 
 def _take_prefix(self, tokens: list[int]) -> tuple[list | None, int]:
-    """The stored (keys, values) layers that cover the longest first part of `tokens` (never its last token), and
-    that part's length. A stored sequence that is a prefix of `tokens` is taken out of the store (the new row will
-    store a longer one); one that only shares a first part of `PREFIX_MIN_SHARED` tokens or more (the system prompt
-    and task of a group's other trajectories) lends views of that part and stays."""
-    if not self.prefix_cache or len(tokens) < 2: return None, 0
-    want = torch.tensor(tokens[:-1])
-    best, n = None, 0
-    for key in self.prefix_cache:
-        if min(len(key), len(want)) < n: continue                  # cannot share more than the best so far
-        shared = self._shared_length(key, want)
-        whole = shared == len(key)
-        if not whole and shared < PREFIX_MIN_SHARED: continue
-        if shared > n or (shared == n and whole): best, n = key, shared
-    if best is None: return None, 0
-    self.prefix_hits += 1; self.prefix_tokens_saved += n
-    if n == len(best):
-        self.prefix_ids.pop(best, None)
-        return self.prefix_cache.pop(best), n
-    return [(k[:, :, :n], v[:, :, :n]) for k, v in self.prefix_cache[best]], n
+    "`PrefixStore.take` on the engine's store, counted in `prefix_hits` and `prefix_tokens_saved`."
+    layers, n = self.prefix_cache.take(tokens)
+    if layers is not None: self.prefix_hits += 1; self.prefix_tokens_saved += n
+    return layers, n
 
 def _reuse_prefix(self, tokens: list[int]):
     "A `DynamicCache` of the longest stored prefix of `tokens` (taken out of the store) and its length, or (None, 0)."
@@ -171,8 +271,7 @@ def _reuse_prefix(self, tokens: list[int]):
     for li, (k, v) in enumerate(layers): cache.update(k, v, li)
     return cache, n
 
-_KVCacheOps._store_prefix, _KVCacheOps._shared_length, _KVCacheOps._take_prefix, _KVCacheOps._reuse_prefix = (
-    _store_prefix, _shared_length, _take_prefix, _reuse_prefix)
+_KVCacheOps._store_prefix, _KVCacheOps._take_prefix, _KVCacheOps._reuse_prefix = _store_prefix, _take_prefix, _reuse_prefix
 
 # %% ../../nbs/backends/33_kv_cache.ipynb #5a921d69
 def _suffix_groups(lengths: list[int]) -> list[list[int]]:

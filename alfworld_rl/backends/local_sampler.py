@@ -16,7 +16,7 @@ from pytrio.errors.base import ValidationError
 
 from .token_choice import choose_tokens_and_logprobs
 from .local_models import backbone_and_head
-from .kv_cache import _KVCacheOps, _Running, _cache_arg, _merge, _select, _stackable, _suffix_groups
+from .kv_cache import PrefixStore, _KVCacheOps, _Running, _cache_arg, _merge, _select, _stackable, _suffix_groups
 
 # %% auto #0
 __all__ = ['SamplerClosed', 'LocalSamplingClient']
@@ -76,8 +76,8 @@ class _Engine(_KVCacheOps):
                  prefill_chunk: int = 4096, cpu_threads: int | None = 1, prefix_cache_bytes: int = 2**30,
                  continuous: bool = True):
         self.model, self.tokenizer, self.cpu_threads, self.continuous = model, tokenizer, cpu_threads, continuous
-        self.prefix_cache_bytes, self.prefix_cache, self.prefix_hits, self.prefix_tokens_saved = prefix_cache_bytes, {}, 0, 0
-        self.prefix_ids = {}                            # stored sequence -> its token ids as a tensor (for matching)
+        self.prefix_cache_bytes, self.prefix_cache = prefix_cache_bytes, PrefixStore(prefix_cache_bytes)
+        self.prefix_hits, self.prefix_tokens_saved = 0, 0
         self.max_batch_rows, self.batch_window_s, self.prefill_chunk = max_batch_rows, batch_window_s, prefill_chunk
         self.device = next(model.parameters()).device
         self.backbone, self.head = backbone_and_head(model)

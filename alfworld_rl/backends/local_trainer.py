@@ -316,9 +316,10 @@ class _ClientCore:
 
 # %% ../../nbs/backends/35_local_trainer.ipynb #af1ccb74
 def _microbatches(lengths: list[int], budget: int) -> list[list[int]]:
-    "Consecutive index groups whose padded size (count x longest) stays within `budget` (a longer datum runs alone)."
+    "Index groups, shortest first, whose padded size (count x longest) stays within `budget` (a longer datum runs alone)."
     groups, cur, longest = [], [], 0
-    for i, n in enumerate(lengths):
+    for i in sorted(range(len(lengths)), key=lengths.__getitem__):   # similar lengths together: little padding
+        n = lengths[i]
         if cur and (len(cur) + 1) * max(longest, n) > budget:
             groups.append(cur); cur, longest = [], 0
         cur.append(i); longest = max(longest, n)
