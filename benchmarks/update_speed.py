@@ -49,6 +49,11 @@ def run_updates(tree: Path, data: Path, out: Path, args) -> list[dict]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def rate(metrics: list[dict]) -> float:
+    "Episodes per second of update time over `metrics`' updates."
+    return sum(m["rollout/trajectories"] for m in metrics) / sum(m["time/update_s"] for m in metrics)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--other", required=True, help="another checkout of the project (its root directory)")
@@ -70,13 +75,12 @@ def main():
         for name, tree in trees.items():
             metrics = run_updates(tree, work / "games" / "data", work / f"{name}-{r}", args)
             results[name].append(metrics)
-            eps = sum(m["rollout/trajectories"] for m in metrics) / sum(m["time/update_s"] for m in metrics)
-            print(f"round {r} {name}: {eps:.3f} episodes/s", flush=True)
+            print(f"round {r} {name}: {rate(metrics):.3f} episodes/s", flush=True)
     rates = {}
     for name, runs in results.items():
-        best = max(runs, key=lambda ms: sum(m["rollout/trajectories"] for m in ms) / sum(m["time/update_s"] for m in ms))
+        best = max(runs, key=rate)
         episodes, seconds = sum(m["rollout/trajectories"] for m in best), sum(m["time/update_s"] for m in best)
-        rates[name] = episodes / seconds
+        rates[name] = rate(best)
         print(f"{name} ({trees[name]}): {episodes:.0f} episodes in {seconds:.1f} s of updates: {rates[name]:.3f} episodes/s "
               f"(rollout {sum(m['time/rollout_s'] for m in best):.1f} s, training {sum(m['time/train_s'] for m in best):.1f} s; "
               f"best of {len(runs)}); success {[round(m['rollout/success_rate'], 3) for m in best]}, "
