@@ -219,7 +219,7 @@ def test_candidate_over_the_time_bound_is_dropped_and_reported(tmp_path, capsys)
 
 def test_candidate_over_the_memory_bound_is_dropped(tmp_path):
     from alfworld_rl.core import UserError
-    with pytest.raises(UserError, match=r"25 candidates dropped \(0 over --candidate-seconds 5, 25 over --candidate-memory-mb 16"):
+    with pytest.raises(UserError, match=r"25 candidates dropped \(0 over --candidate-seconds 3, 25 over --candidate-memory-mb 16"):
         generate_dataset(tmp_path / "m", train=1, seed=0, workers=1, candidate_memory_mb=16, **SMALL_ROOM)
 
 

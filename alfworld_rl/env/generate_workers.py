@@ -12,7 +12,7 @@ from ..core import UserError
 # One slot's attempts and one candidate's bounds (`generate` takes them from here: the pool is below the generator,
 # which hands it the job to run, so this module imports nothing of `generate`)
 MAX_ATTEMPTS = 25
-CANDIDATE_SECONDS = 5.0        # CPU seconds one candidate may use to be planned and checked
+CANDIDATE_SECONDS = 3.0        # CPU seconds one candidate may use to be planned and checked (5.0 before; "The bound" below says why)
 CANDIDATE_MEMORY_MB = 2048     # resident memory a worker may reach while checking one candidate
 
 # %% auto #0
@@ -219,8 +219,8 @@ def candidate_room(room: dict, drops: int) -> dict:
     return room if not drops else {**room, "distractors": room["distractors"] >> drops}
 
 def make_games(slots: list, room: dict, *, job, workers: int, seconds: float = CANDIDATE_SECONDS,
-               memory_mb: int = CANDIDATE_MEMORY_MB, bar=None, stats: dict | None = None):
-    "Yield (slot, GameFiles, drops) for `slots` in order, each candidate made by `job` in a worker; drops: [{'attempt', 'why'}] of the slot's dropped candidates."
+               memory_mb: int = CANDIDATE_MEMORY_MB, bar=None, stats: dict | None = None, log: list | None = None):
+    "Yield (slot, GameFiles, drops) for `slots` in order, each candidate made by `job` in a worker; drops: [{'attempt', 'why'}] of the slot's dropped candidates; `log` gets every `Outcome`."
     stats = {} if stats is None else stats       # filled with the candidates checked and their CPU seconds
     stats.setdefault("candidates", 0); stats.setdefault("cpu_seconds", 0.0)
     if not slots: return
@@ -242,6 +242,7 @@ def make_games(slots: list, room: dict, *, job, workers: int, seconds: float = C
                 i = pos[(o.slot.split, o.slot.index)]
                 st = state[i]
                 stats["candidates"] += 1; stats["cpu_seconds"] += o.cpu
+                if log is not None: log.append(o)
                 st["attempt"] += 1
                 if o.dropped:
                     st["drops"].append({"attempt": o.attempt, "why": o.dropped}); n_dropped += 1
