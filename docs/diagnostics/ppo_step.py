@@ -1,0 +1,106 @@
+"""A larger PPO step on the game set where PPO gains least: the mini's PPO at another learning rate, from the same SFT states.
+
+    uv run python docs/diagnostics/ppo_step.py run MINI_DIR OUT_DIR --learning-rate 1.5e-3   # the probe (PPO + its evaluations)
+    uv run python docs/diagnostics/ppo_step.py keep NAME MINI_DIR                             # its figures into ppo_step/NAME.json
+    uv run python docs/diagnostics/ppo_step.py                                                # the table from the kept figures
+
+`run` copies a finished mini experiment's games, SFT runs and base/SFT evaluations into OUT_DIR, changes only
+`ppo_learning_rate` in its settings, and finishes the recipe there: PPO from each seed's SFT state, then PPO's
+evaluation. The SFT states, the games of every update and the sampling seeds are the original run's, so the two
+probes' updates are paired and differ only by the step size. `keep` stores what the table needs (per update: rollout
+success overall and per task type, the last minibatch's clip fraction and learner-sampler logprob gap; per seed:
+SFT and PPO success per split) in docs/diagnostics/ppo_step/NAME.json.
+"""
+import argparse, json, shutil, statistics, sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent / "ppo_step"
+TYPES = ("pick_and_place_simple", "look_at_obj_in_light")
+
+
+def run(src: Path, out: Path, lr: float) -> None:
+    "Finish `src`'s recipe in `out` with PPO at learning rate `lr` (games, SFT and their evaluations copied)."
+    from alfworld_rl.mini.recipe import MiniSettings, run_mini
+    if out.exists(): sys.exit(f"{out} exists; pick another OUT_DIR")
+    settings = json.loads((src / "settings.json").read_text())
+    (out / "runs").mkdir(parents=True); (out / "eval").mkdir()
+    shutil.copytree(src / "data", out / "data")
+    for seed in settings["seeds"]:
+        shutil.copytree(src / "runs" / f"sft-seed{seed}", out / "runs" / f"sft-seed{seed}")
+        shutil.copy(src / "eval" / f"sft-seed{seed}.jsonl", out / "eval")
+    shutil.copy(src / "eval" / "base.jsonl", out / "eval")
+    stages = [json.loads(l) for l in (src / "stages.jsonl").read_text().splitlines() if l.strip()]
+    keep = [r for r in stages if r["stage"] in ("games", "demonstrations", "sft") or str(r.get("seed")).startswith(("base", "sft"))]
+    (out / "stages.jsonl").write_text("".join(json.dumps(r) + "\n" for r in keep))
+    settings["ppo_learning_rate"] = lr
+    (out / "settings.json").write_text(json.dumps(settings, indent=1))
+    fields = {k: (tuple(v) if isinstance(v, list) else v) for k, v in settings.items()}
+    run_mini(MiniSettings(**fields), out, progress=True)
+
+
+def success(path: Path) -> dict:
+    "Success rate (%) per validation split of an evaluation file."
+    rs = [json.loads(l) for l in path.read_text().splitlines() if '"trajectory"' in l]
+    rs = [r for r in rs if r.get("type") == "trajectory"]
+    return {sp: 100 * sum(r["won"] for r in rs if r["split"] == sp) / sum(r["split"] == sp for r in rs)
+            for sp in ("valid_seen", "valid_unseen")}
+
+
+def keep(name: str, root: Path) -> None:
+    "Store the figures of mini experiment `root` that the table needs as ppo_step/NAME.json."
+    settings = json.loads((root / "settings.json").read_text())
+    seeds = {}
+    for seed in settings["seeds"]:
+        rows = [json.loads(l) for l in (root / "runs" / f"ppo-seed{seed}" / "metrics.jsonl").read_text().splitlines() if l.strip()]
+        rows.sort(key=lambda r: r["step"])
+        seeds[seed] = dict(
+            rollout=[r["rollout/success_rate"] for r in rows],
+            rollout_by_type={t: [r[f"rollout/success_rate/{t}"] for r in rows] for t in TYPES},
+            clip_fraction_last=[r["train/clip_fraction_last"] for r in rows],
+            logprob_gap_last=[r["train/logprob_diff_abs_mean_last"] for r in rows],
+            sft=success(root / "eval" / f"sft-seed{seed}.jsonl"), ppo=success(root / "eval" / f"ppo-seed{seed}.jsonl"))
+    HERE.mkdir(exist_ok=True)
+    out = dict(data_seed=settings["data_seed"], ppo_learning_rate=settings["ppo_learning_rate"], seeds=seeds)
+    (HERE / f"{name}.json").write_text(json.dumps(out, indent=1))
+
+
+def quarters(ys: list[float]) -> tuple[float, float]:
+    "Mean (%) of the first and of the last quarter of `ys` (fractions)."
+    q = max(1, len(ys) // 4)
+    return 100 * statistics.mean(ys[:q]), 100 * statistics.mean(ys[-q:])
+
+
+def table() -> None:
+    "Print, per kept probe, how far each update moved the policy, the rollout climb and the evaluation gain."
+    def mean_se(xs): return f"{statistics.mean(xs):+.1f} +- {statistics.stdev(xs) / len(xs) ** 0.5:.1f}"
+    print("| probe | clip fraction, last minibatch | learner-sampler gap, last minibatch | rollout success, first -> last quarter (climb) | pick_and_place rollouts | "
+          "PPO - SFT valid_unseen | PPO - SFT valid_seen |\n|---|---|---|---|---|---|---|")
+    for path in sorted(HERE.glob("*.json")):
+        p = json.loads(path.read_text())
+        s = p["seeds"].values()
+        clips = [c for v in s for c in v["clip_fraction_last"]]
+        gaps = [g for v in s for g in v["logprob_gap_last"]]
+        climbs = [quarters(v["rollout"]) for v in s]
+        picks = ", ".join("%.0f -> %.0f" % quarters(v["rollout_by_type"]["pick_and_place_simple"]) for v in s)
+        gains = {sp: [v["ppo"][sp] - v["sft"][sp] for v in s] for sp in ("valid_unseen", "valid_seen")}
+        print(f"| {path.stem} (data seed {p['data_seed']}, lr {p['ppo_learning_rate']:g}) | "
+              f"{100 * min(clips):.2f}-{100 * max(clips):.2f}% | {min(gaps):.4f}-{max(gaps):.4f} nats/token | "
+              + ", ".join(f"{a:.0f} -> {b:.0f}" for a, b in climbs)
+              + f" ({statistics.mean(b - a for a, b in climbs):+.1f}) | {picks} | {mean_se(gains['valid_unseen'])} | "
+              f"{mean_se(gains['valid_seen'])} |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd")
+    r = sub.add_parser("run"); r.add_argument("src", type=Path); r.add_argument("out", type=Path)
+    r.add_argument("--learning-rate", type=float, required=True)
+    k = sub.add_parser("keep"); k.add_argument("name"); k.add_argument("root", type=Path)
+    a = ap.parse_args()
+    if a.cmd == "run": run(a.src, a.out, a.learning_rate)
+    elif a.cmd == "keep": keep(a.name, a.root)
+    else: table()
+
+
+if __name__ == "__main__":
+    main()
