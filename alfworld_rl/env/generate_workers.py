@@ -12,7 +12,7 @@ from ..core import UserError
 # One slot's attempts and one candidate's bounds (`generate` takes them from here: the pool is below the generator,
 # which hands it the job to run, so this module imports nothing of `generate`)
 MAX_ATTEMPTS = 25
-CANDIDATE_SECONDS = 3.0        # CPU seconds one candidate may use to be planned and checked (5.0 before; "The bound" below says why)
+CANDIDATE_SECONDS = 3.0        # CPU seconds one candidate may use to be planned and checked (5.0 before: see "The bound" in nbs/env/14a_generate_workers.ipynb)
 CANDIDATE_MEMORY_MB = 2048     # resident memory a worker may reach while checking one candidate
 
 # %% auto #0
