@@ -412,12 +412,11 @@ def stage_seconds(paths: MiniPaths) -> dict[str, float]:
     out["wall"] = sum(runs) if runs else out["total"]       # files from before the `run` records: one process, in turn
     return out
 
-def rollout_quarters(paths: MiniPaths, seeds) -> dict:
-    "Mean PPO rollout success of the first and the last quarter of updates, per seed and over seeds (the 'does it climb' check)."
+def rollout_quarters(paths: MiniPaths, seeds, key: str = "rollout/success_rate") -> dict:
+    "Mean PPO rollout success (or metric `key`) of the first and the last quarter of updates, per seed and over seeds (the 'does it climb' check)."
     per_seed = {}
     for seed in seeds:
-        rates = [r["rollout/success_rate"] for r in read_jsonl(paths.ppo_run(seed) / "metrics.jsonl")
-                 if r.get("rollout/success_rate") is not None]
+        rates = [r[key] for r in read_jsonl(paths.ppo_run(seed) / "metrics.jsonl") if r.get(key) is not None]
         q = max(1, len(rates) // 4)
         per_seed[seed] = (statistics.fmean(rates[:q]), statistics.fmean(rates[-q:]))
     first = statistics.fmean(f for f, _ in per_seed.values())

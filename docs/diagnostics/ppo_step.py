@@ -8,14 +8,16 @@
 `ppo_learning_rate` in its settings, and finishes the recipe there: PPO from each seed's SFT state, then PPO's
 evaluation. The SFT states, the games of every update and the sampling seeds are the original run's, so the two
 probes' updates are paired and differ only by the step size. `keep` stores what the table needs (per update: rollout
-success overall and per task type, the last minibatch's clip fraction and learner-sampler logprob gap; per seed:
-SFT and PPO success per split) in docs/diagnostics/ppo_step/NAME.json.
+success of the first and last quarter, overall and for pick_and_place_simple, by the mini report's own rule; the
+last minibatch's clip fraction and learner-sampler logprob gap; SFT and PPO success per split, read from the
+evaluation summaries) in docs/diagnostics/ppo_step/NAME.json.
 """
 import argparse, json, shutil, statistics, sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent / "ppo_step"
-TYPES = ("pick_and_place_simple", "look_at_obj_in_light")
+PICK = "pick_and_place_simple"
+SPLITS = ("valid_seen", "valid_unseen")
 
 
 def run(src: Path, out: Path, lr: float) -> None:
@@ -38,36 +40,25 @@ def run(src: Path, out: Path, lr: float) -> None:
     run_mini(MiniSettings(**fields), out, progress=True)
 
 
-def success(path: Path) -> dict:
-    "Success rate (%) per validation split of an evaluation file."
-    rs = [json.loads(l) for l in path.read_text().splitlines() if '"trajectory"' in l]
-    rs = [r for r in rs if r.get("type") == "trajectory"]
-    return {sp: 100 * sum(r["won"] for r in rs if r["split"] == sp) / sum(r["split"] == sp for r in rs)
-            for sp in ("valid_seen", "valid_unseen")}
-
-
 def keep(name: str, root: Path) -> None:
     "Store the figures of mini experiment `root` that the table needs as ppo_step/NAME.json."
+    from alfworld_rl.mini.recipe import MiniPaths, rollout_quarters, seed_summaries
+    paths = MiniPaths(root)
     settings = json.loads((root / "settings.json").read_text())
     seeds = {}
     for seed in settings["seeds"]:
-        rows = [json.loads(l) for l in (root / "runs" / f"ppo-seed{seed}" / "metrics.jsonl").read_text().splitlines() if l.strip()]
+        rows = [json.loads(l) for l in (paths.ppo_run(seed) / "metrics.jsonl").read_text().splitlines() if l.strip()]
         rows.sort(key=lambda r: r["step"])
+        _, sft, ppo = seed_summaries(paths, seed)
         seeds[seed] = dict(
-            rollout=[r["rollout/success_rate"] for r in rows],
-            rollout_by_type={t: [r[f"rollout/success_rate/{t}"] for r in rows] for t in TYPES},
+            rollout_quarters=rollout_quarters(paths, [seed])["per_seed"][seed],
+            pick_quarters=rollout_quarters(paths, [seed], key=f"rollout/success_rate/{PICK}")["per_seed"][seed],
             clip_fraction_last=[r["train/clip_fraction_last"] for r in rows],
             logprob_gap_last=[r["train/logprob_diff_abs_mean_last"] for r in rows],
-            sft=success(root / "eval" / f"sft-seed{seed}.jsonl"), ppo=success(root / "eval" / f"ppo-seed{seed}.jsonl"))
+            sft={sp: sft.value(sp, "success_rate") for sp in SPLITS}, ppo={sp: ppo.value(sp, "success_rate") for sp in SPLITS})
     HERE.mkdir(exist_ok=True)
     out = dict(data_seed=settings["data_seed"], ppo_learning_rate=settings["ppo_learning_rate"], seeds=seeds)
     (HERE / f"{name}.json").write_text(json.dumps(out, indent=1))
-
-
-def quarters(ys: list[float]) -> tuple[float, float]:
-    "Mean (%) of the first and of the last quarter of `ys` (fractions)."
-    q = max(1, len(ys) // 4)
-    return 100 * statistics.mean(ys[:q]), 100 * statistics.mean(ys[-q:])
 
 
 def table() -> None:
@@ -80,9 +71,9 @@ def table() -> None:
         s = p["seeds"].values()
         clips = [c for v in s for c in v["clip_fraction_last"]]
         gaps = [g for v in s for g in v["logprob_gap_last"]]
-        climbs = [quarters(v["rollout"]) for v in s]
-        picks = ", ".join("%.0f -> %.0f" % quarters(v["rollout_by_type"]["pick_and_place_simple"]) for v in s)
-        gains = {sp: [v["ppo"][sp] - v["sft"][sp] for v in s] for sp in ("valid_unseen", "valid_seen")}
+        climbs = [(100 * a, 100 * b) for a, b in (v["rollout_quarters"] for v in s)]
+        picks = ", ".join(f"{100 * a:.0f} -> {100 * b:.0f}" for a, b in (v["pick_quarters"] for v in s))
+        gains = {sp: [100 * (v["ppo"][sp] - v["sft"][sp]) for v in s] for sp in ("valid_unseen", "valid_seen")}
         print(f"| {path.stem} (data seed {p['data_seed']}, lr {p['ppo_learning_rate']:g}) | "
               f"{100 * min(clips):.2f}-{100 * max(clips):.2f}% | {min(gaps):.4f}-{max(gaps):.4f} nats/token | "
               + ", ".join(f"{a:.0f} -> {b:.0f}" for a, b in climbs)
