@@ -21,21 +21,26 @@ def _cache_arg(model) -> str:
 
 ROOM = 64        # positions left free after the running batch's keys and values: a decoding step writes into them
 
-def _roomy(like: torch.Tensor, shape: tuple) -> torch.Tensor:
-    "An uninitialised `[B, heads, L, dim]` tensor with `ROOM` free positions after each row's L (its `room`)."
+def _roomy(like: torch.Tensor, shape: tuple, free_rows: int = 0) -> torch.Tensor:
+    "An uninitialised `[B, heads, L, dim]` tensor with `ROOM` free positions after each row's L (its `room`) and `free_rows` unused rows after its B."
     B, H, L, D = shape
-    out = like.new_empty(B, H, L + ROOM, D)[:, :, :L]
-    out.room = ROOM
+    out = like.new_empty(B + free_rows, H, L + ROOM, D)[:B, :, :L]
+    out.room, out.free_rows = ROOM, free_rows
+    return out
+
+def _regrown(t: torch.Tensor, rows: int, positions: int) -> torch.Tensor:
+    "`t`'s storage seen as `rows` rows of `positions` positions (more of either taken from its free rows and its room)."
+    out = t.as_strided((rows, t.shape[1], positions, t.shape[3]), t.stride(), t.storage_offset())
+    out.room = getattr(t, "room", 0) - (positions - t.shape[2])
+    out.free_rows = getattr(t, "free_rows", 0) - (rows - t.shape[0])
     return out
 
 def _append(t: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
     "`t` `[B, heads, n, dim]` extended by `new` along the positions: written into `t`'s room when it has enough, else copied into a new roomy tensor."
     n, add = t.shape[-2], new.shape[-2]
-    if getattr(t, "room", 0) >= add:
-        out = t.as_strided((*t.shape[:2], n + add, t.shape[3]), t.stride(), t.storage_offset())
-        out.room = t.room - add
+    if getattr(t, "room", 0) >= add: out = _regrown(t, t.shape[0], n + add)
     else:
-        out = _roomy(t, (*t.shape[:2], n + add, t.shape[3]))
+        out = _roomy(t, (*t.shape[:2], n + add, t.shape[3]), getattr(t, "free_rows", 0))
         out[:, :, :n] = t
     out[:, :, n:] = new
     return out
@@ -63,19 +68,30 @@ def _stackable(cache) -> bool:
     layers = getattr(cache, "layers", None)
     return bool(layers) and all(type(l) in (DynamicLayer, _append_layer()) for l in layers)
 
-def _select_rows(cache, keep: torch.Tensor, trim: int) -> None:
-    "Keep batch rows `keep` of `cache` and drop its first `trim` positions, in place (into roomy tensors, for the next steps)."
+def _compact(t: torch.Tensor, keep: list[int], trim: int = 0) -> torch.Tensor:
+    """Rows `keep` (ascending) of `t` without their first `trim` positions, in `t`'s own storage: the kept rows move
+    down over the ones that leave (which become free rows) and the view starts `trim` positions later (no copy)."""
+    for j, i in enumerate(keep):
+        if i != j: t[j, :, trim:] = t[i, :, trim:]          # i > j: the two rows never share memory
+    out = t.as_strided((len(keep), t.shape[1], t.shape[2] - trim, t.shape[3]), t.stride(), t.storage_offset() + trim * t.stride(2))
+    out.room, out.free_rows = getattr(t, "room", 0), getattr(t, "free_rows", 0) + t.shape[0] - len(keep)
+    return out
+
+def _select_rows(cache, keep: list[int], trim: int) -> None:
+    "Keep batch rows `keep` (ascending) of `cache` without their first `trim` positions, in place (`_compact`)."
     for layer in cache.layers:
-        for name in ("keys", "values"):
-            t = getattr(layer, name)
-            out = _roomy(t, (len(keep), t.shape[1], t.shape[2] - trim, t.shape[3]))
-            out[:] = t[keep][:, :, trim:]
-            setattr(layer, name, out)
+        layer.keys, layer.values = _compact(layer.keys, keep, trim), _compact(layer.values, keep, trim)
 
 def _padded_cat(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    "`a` and `b` [B, ..., L, D] stacked along the batch, each left-padded with zeros to the longer L (one copy, into a roomy tensor)."
+    """`a` and `b` [B, ..., L, D] stacked along the batch, each left-padded with zeros to the longer L: `b` written
+    into `a`'s free rows when they are enough and `b` is no longer, else both copied into a roomy tensor."""
+    if b.shape[-2] <= a.shape[-2] and getattr(a, "free_rows", 0) >= b.shape[0]:
+        out, pad = _regrown(a, a.shape[0] + b.shape[0], a.shape[-2]), a.shape[-2] - b.shape[-2]
+        out[a.shape[0]:, ..., :pad, :] = 0
+        out[a.shape[0]:, ..., pad:, :] = b
+        return out
     L = max(a.shape[-2], b.shape[-2])
-    out = _roomy(a, (a.shape[0] + b.shape[0], a.shape[1], L, a.shape[-1]))
+    out = _roomy(a, (a.shape[0] + b.shape[0], a.shape[1], L, a.shape[-1]), free_rows=b.shape[0])   # room for as many again
     out[: a.shape[0], ..., : L - a.shape[-2], :] = 0                  # only the padding is zeroed: the rest is copied over
     out[: a.shape[0], ..., L - a.shape[-2]:, :] = a
     out[a.shape[0]:, ..., : L - b.shape[-2], :] = 0
@@ -122,11 +138,11 @@ def _merge(run: _Running, rows: list, cache, mask: torch.Tensor, pos: torch.Tens
     run.rows += rows
 
 def _select(run: _Running, keep: list[int]) -> None:
-    "Keep rows `keep` of `run`, and trim the left padding that all of them have."
+    "Keep rows `keep` (ascending) of `run`, and trim the left padding that all of them have."
     idx = torch.tensor(keep, device=run.mask.device)
     mask = run.mask[idx]
     trim = int((mask.cumsum(1) == 0).sum(1).min())
-    _select_rows(run.cache, idx, trim)
+    _select_rows(run.cache, keep, trim)
     run.mask, run.pos, run.hidden = mask[:, trim:], run.pos[idx], run.hidden[idx]
     run.temp, run.top_k, run.top_p = run.temp[idx], run.top_k[idx], run.top_p[idx]
     run.rows = [run.rows[i] for i in keep]
