@@ -7,10 +7,10 @@
 `run` copies a finished mini experiment's games, SFT runs and base/SFT evaluations into OUT_DIR, changes only
 `ppo_learning_rate` in its settings, and finishes the recipe there: PPO from each seed's SFT state, then PPO's
 evaluation. The SFT states, the games of every update and the sampling seeds are the original run's, so the two
-probes' updates are paired and differ only by the step size. `keep` stores what the table needs (per update: rollout
-success of the first and last quarter, overall and for pick_and_place_simple, by the mini report's own rule; the
-last minibatch's clip fraction and learner-sampler logprob gap; SFT and PPO success per split, read from the
-evaluation summaries) in docs/diagnostics/ppo_step/NAME.json.
+probes' updates are paired and differ only by the step size. `keep` stores what the table needs (per seed: rollout
+success of the first and last quarter of updates, overall and for pick_and_place_simple, by the mini report's own
+rule; per update, the last minibatch's clip fraction and learner-sampler logprob gap; SFT and PPO success per split,
+read from the evaluation summaries) in docs/diagnostics/ppo_step/NAME.json.
 """
 import argparse, json, shutil, statistics, sys
 from pathlib import Path
