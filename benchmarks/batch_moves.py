@@ -3,7 +3,7 @@
 One rollout of the mini recipe's PPO batch (mini-base-4layers, 16 games x 8 branches, window context, the fast
 engine, 12 steps, 48 reply tokens, one torch thread) in a fresh process per checkout (`PYTHONPATH`), alternated for
 `--rounds`. Around the two functions that move the batch cache (`_padded_cat`, rows joining; `_select_rows`, rows
-leaving) it counts calls and seconds, and how many joins went into free rows and how many selections trimmed left
+leaving) it counts calls and seconds, and how many joins stayed in the batch's own storage (free rows) and how many selections trimmed left
 padding (where the checkout has them). It prints the rollout's seconds and its sampled tokens: the same tokens for
 both checkouts means the moves changed nothing that was sampled.
 
@@ -25,9 +25,8 @@ count, secs = collections.Counter(), collections.Counter()
 cat, select = K._padded_cat, K._select_rows
 
 def timed_cat(a, b):
-    fits = b.shape[-2] <= a.shape[-2] and getattr(a, "free_rows", 0) >= b.shape[0]
     t = time.perf_counter(); out = cat(a, b); secs["join"] += time.perf_counter() - t
-    count["join"] += 1; count["join into free rows"] += fits
+    count["join"] += 1; count["join into free rows"] += out.untyped_storage().data_ptr() == a.untyped_storage().data_ptr()
     return out
 
 def timed_select(cache, keep, trim):

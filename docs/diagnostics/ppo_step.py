@@ -42,13 +42,13 @@ def run(src: Path, out: Path, lr: float) -> None:
 
 def keep(name: str, root: Path) -> None:
     "Store the figures of mini experiment `root` that the table needs as ppo_step/NAME.json."
+    from alfworld_rl.core import read_jsonl
     from alfworld_rl.mini.recipe import MiniPaths, rollout_quarters, seed_summaries
     paths = MiniPaths(root)
     settings = json.loads((root / "settings.json").read_text())
     seeds = {}
     for seed in settings["seeds"]:
-        rows = [json.loads(l) for l in (paths.ppo_run(seed) / "metrics.jsonl").read_text().splitlines() if l.strip()]
-        rows.sort(key=lambda r: r["step"])
+        rows = sorted(read_jsonl(paths.ppo_run(seed) / "metrics.jsonl"), key=lambda r: r["step"])
         _, sft, ppo = seed_summaries(paths, seed)
         seeds[seed] = dict(
             rollout_quarters=rollout_quarters(paths, [seed])["per_seed"][seed],
