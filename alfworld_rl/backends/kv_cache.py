@@ -69,10 +69,11 @@ def _stackable(cache) -> bool:
     return bool(layers) and all(type(l) in (DynamicLayer, _append_layer()) for l in layers)
 
 def _compact(t: torch.Tensor, keep: list[int], trim: int = 0) -> torch.Tensor:
-    """Rows `keep` (ascending) of `t` without their first `trim` positions, in `t`'s own storage: the kept rows move
-    down over the ones that leave (which become free rows) and the view starts `trim` positions later (no copy)."""
+    """Rows `keep` of `t` (each row j of the result is row `keep[j]`, which is j or a row past `len(keep)`: ascending
+    rows, or `_fill_order`) without their first `trim` positions, in `t`'s own storage: rows move over the ones that
+    leave (the rows after the kept ones become free rows) and the view starts `trim` positions later (no copy)."""
     for j, i in enumerate(keep):
-        if i != j: t[j, :, trim:] = t[i, :, trim:]          # i > j: the two rows never share memory
+        if i != j: t[j, :, trim:] = t[i, :, trim:]          # i > j: a row is read before anything is written over it
     out = t.as_strided((len(keep), t.shape[1], t.shape[2] - trim, t.shape[3]), t.stride(), t.storage_offset() + trim * t.stride(2))
     out.room, out.free_rows = getattr(t, "room", 0), getattr(t, "free_rows", 0) + t.shape[0] - len(keep)
     return out
@@ -137,15 +138,22 @@ def _merge(run: _Running, rows: list, cache, mask: torch.Tensor, pos: torch.Tens
     run.temp, run.top_k, run.top_p = torch.cat([run.temp, temp]), torch.cat([run.top_k, top_k]), torch.cat([run.top_p, top_p])
     run.rows += rows
 
-def _select(run: _Running, keep: list[int]) -> None:
-    "Keep rows `keep` (ascending) of `run`, and trim the left padding that all of them have."
-    idx = torch.tensor(keep, device=run.mask.device)
+def _fill_order(keep: list[int]) -> list[int]:
+    "Rows `keep` (ascending) in their new order: a row within the first `len(keep)` stays, the later ones fill the places of rows that leave."
+    kept, later = set(keep), iter([i for i in keep if i >= len(keep)])
+    return [j if j in kept else next(later) for j in range(len(keep))]
+
+def _select(run: _Running, keep: list[int]) -> list[int]:
+    "Keep rows `keep` (ascending) of `run`, in `_fill_order`, and trim the left padding that all of them have; that order."
+    order = _fill_order(keep)
+    idx = torch.tensor(order, device=run.mask.device)
     mask = run.mask[idx]
     trim = int((mask.cumsum(1) == 0).sum(1).min())
-    _select_rows(run.cache, keep, trim)
+    _select_rows(run.cache, order, trim)
     run.mask, run.pos, run.hidden = mask[:, trim:], run.pos[idx], run.hidden[idx]
     run.temp, run.top_k, run.top_p = run.temp[idx], run.top_k[idx], run.top_p[idx]
-    run.rows = [run.rows[i] for i in keep]
+    run.rows = [run.rows[i] for i in order]
+    return order
 
 # %% ../../nbs/backends/33_kv_cache.ipynb #7fa1025e
 class _KVCacheOps:

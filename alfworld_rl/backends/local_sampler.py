@@ -302,8 +302,7 @@ def _step(self, run: _Running) -> None:
     self.steps += 1
     if not keep: run.clear(); return
     if len(keep) < len(run.rows):
-        _select(run, keep)
-        toks = toks[torch.tensor(keep, device=dev)]
+        toks = toks[torch.tensor(_select(run, keep), device=dev)]
     run.mask = torch.cat([run.mask, torch.ones(len(run.rows), 1, dtype=run.mask.dtype, device=dev)], 1)
     hidden = self._hidden(toks[:, None], run.cache, attention_mask=run.mask, position_ids=run.pos[:, None])
     run.hidden, run.pos = hidden[:, -1], run.pos + 1

@@ -14,13 +14,14 @@ from ..settings import (Setting, configuration, pick, integer, one_of, bad, chec
                                   add_arguments, config_from_flags, MODEL, DATA, ROLLOUT, LOGGING, RUN_DIR)
 
 # %% auto #0
-__all__ = ['SPLITS', 'SPLIT_CHOICES', 'EVALUATION', 'OUTPUT', 'SAMPLING', 'RESULT_SETTINGS', 'EVAL_METRICS', 'EvalConfig',
-           'validate_eval_config', 'result_settings', 'prepare_output', 'episode_key', 'unique_trajectories',
-           'finished_game_ids', 'trajectory_record', 'success_standard_error', 'split_metrics', 'summarize_records',
-           'print_metrics', 'summary_record', 'stop_reason_counts', 'invalid_action_breakdown', 'steps_to_success',
-           'render_transcript', 'select_games', 'with_broken_games', 'report_env_errors', 'rollout_config',
-           'evaluate_games', 'make_sampling_client', 'evaluate', 'log_to_swanlab', 'report_template', 'execute_report',
-           'cli_eval_parser', 'config_from_args', 'eval_resume_command', 'cli_eval']
+__all__ = ['SPLITS', 'SPLIT_CHOICES', 'EVALUATION', 'OUTPUT', 'SAMPLING', 'RESULT_SETTINGS', 'EVAL_METRICS', 'CPU_CONCURRENCY',
+           'CONCURRENCY', 'EvalConfig', 'validate_eval_config', 'result_settings', 'prepare_output', 'episode_key',
+           'unique_trajectories', 'finished_game_ids', 'trajectory_record', 'success_standard_error', 'split_metrics',
+           'summarize_records', 'print_metrics', 'summary_record', 'stop_reason_counts', 'invalid_action_breakdown',
+           'steps_to_success', 'render_transcript', 'select_games', 'with_broken_games', 'report_env_errors',
+           'rollout_config', 'games_in_flight', 'evaluate_games', 'make_sampling_client', 'evaluate', 'log_to_swanlab',
+           'report_template', 'execute_report', 'cli_eval_parser', 'config_from_args', 'eval_resume_command',
+           'cli_eval']
 
 # %% ../../nbs/runs/44_evaluate.ipynb #cb872a4b
 SPLITS = ("valid_seen", "valid_unseen")
@@ -30,9 +31,10 @@ EVALUATION = {
     "model_path": Setting(str, None, "sampler weights of a checkpoint (the `Saved sampler weights:` path); default: the "
                           "base model itself", optional=True),
     "split": Setting(str, "all", "validation split(s) to play", one_of(SPLIT_CHOICES)),
-    "concurrency": Setting(int, 16, "games in flight at once; `eval` also accepts it as --games-per-batch, the name of "
-                           "the reference commands (in train and sft --games-per-batch is games per update)",
-                           integer(1), aliases=("--games-per-batch",)),
+    "concurrency": Setting(int, None, "games in flight at once (default: 64 when the local backend samples on the CPU, "
+                           "16 otherwise); `eval` also accepts it as --games-per-batch, the name of the reference "
+                           "commands (in train and sft --games-per-batch is games per update)",
+                           integer(1), optional=True, aliases=("--games-per-batch",)),
     "limit_per_split": Setting(int, None, "evaluate only the first N games of each split", integer(1), optional=True),
     "episodes_per_game": Setting(int, 1, "episodes played on each game, each with its own sampling seeds (success rates "
                                  "are means over episodes; their standard error is taken over games)", integer(1, 1000)),
@@ -301,11 +303,20 @@ def rollout_config(c: EvalConfig):
     from alfworld_rl.settings import project
     return project(RolloutConfig, c, group_size=c.episodes_per_game)
 
+CPU_CONCURRENCY, CONCURRENCY = 64, 16
+
+def games_in_flight(c: EvalConfig) -> int:
+    "`c.concurrency`, else `CPU_CONCURRENCY` when the local backend samples on the CPU and `CONCURRENCY` otherwise."
+    if c.concurrency is not None: return c.concurrency
+    if c.backend != "local": return CONCURRENCY
+    from alfworld_rl.backends.local_models import resolve_device
+    return CPU_CONCURRENCY if resolve_device(c.sampler_device or c.device).type == "cpu" else CONCURRENCY
+
 async def evaluate_games(sampling_client, tokenizer, games: list, c: EvalConfig, progress=None) -> list[dict]:
     "Play each game `episodes_per_game` times, at most `concurrency` games at a time; append its records as it ends."
     from alfworld_rl.rl.rollout import rollout_games
     rc, out = rollout_config(c), c.output_path()
-    slots = asyncio.Semaphore(c.concurrency)
+    slots = asyncio.Semaphore(games_in_flight(c))
 
     async def one(game):
         async with slots:
