@@ -16,7 +16,7 @@ from pytrio.errors.base import ValidationError
 
 from .token_choice import choose_tokens_and_logprobs
 from .local_models import backbone_and_head
-from .kv_cache import PrefixStore, _KVCacheOps, _Running, _cache_arg, _merge, _select, _stackable, _suffix_groups
+from .kv_cache import PREFIX_MIN_SHARED, PrefixStore, _KVCacheOps, _Running, _cache_arg, _merge, _select, _stackable, _suffix_groups
 
 # %% auto #0
 __all__ = ['SamplerClosed', 'LocalSamplingClient']
@@ -228,7 +228,7 @@ def _admit(self, reqs: list[_Request]) -> None:
                       torch.tensor([n], device=self.device), last[None]))
     alone_ids = {id(r) for r in alone}
     together = [r for r in samples if id(r) not in alone_ids]
-    found = [self._take_prefix(r.prompt) for r in together]
+    found = self._first_part_once([r.prompt for r in together], [self._take_prefix(r.prompt) for r in together])
     for group in _suffix_groups([len(r.prompt) - n for r, (_, n) in zip(together, found)]):
         cache, mask, pos, hidden = self._prefill_batch([together[i].prompt for i in group], [found[i] for i in group])
         parts.append(([(together[i], [None], [None]) for i in group], cache, mask, pos, hidden))
@@ -255,7 +255,19 @@ def _serve_alone(self, req: _Request) -> None:
             while run.rows: self._step(run)
         except BaseException as e: self._fail(run, e); raise
 
-_Engine._rows_of, _Engine._admit, _Engine._serve_alone = _rows_of, _admit, _serve_alone
+def _first_part_once(self, prompts: list[list[int]], found: list) -> list:
+    """`found` (each prompt's stored prefix and its length) where the prompts that found nothing in the store start
+    from their shared first part, prefilled once for them all when it is `PREFIX_MIN_SHARED` tokens or more."""
+    new = [i for i, (layers, _) in enumerate(found) if layers is None]
+    if len(new) < 2: return found
+    first, n = prompts[new[0]], min(len(prompts[i]) for i in new) - 1          # a prompt's last token is always run
+    for i in new[1:]: n = next((j for j in range(n) if prompts[i][j] != first[j]), n)
+    if n < PREFIX_MIN_SHARED: return found
+    cache = self._prefill(first[:n], False)[0]
+    layers = [(l.keys, l.values) for l in cache.layers]
+    return [(layers, n) if i in new else f for i, f in enumerate(found)]
+
+_Engine._rows_of, _Engine._admit, _Engine._serve_alone, _Engine._first_part_once = _rows_of, _admit, _serve_alone, _first_part_once
 
 # %% ../../nbs/backends/34_local_sampler.ipynb #66df1a55
 def _finished(self, row: _Row, token: int) -> str | None:
