@@ -1,13 +1,14 @@
-"""A larger PPO step on the game set where PPO gains least: the mini's PPO at another learning rate, from the same SFT states.
+"""Another PPO on the game set where PPO gains least: the mini's PPO with a setting changed, from the same SFT states.
 
-    uv run python docs/diagnostics/ppo_step.py run MINI_DIR OUT_DIR --learning-rate 1.5e-3   # the probe (PPO + its evaluations)
+    uv run python docs/diagnostics/ppo_step.py run MINI_DIR OUT_DIR --set ppo_learning_rate=1.5e-3   # a probe (PPO + its evaluations)
+    uv run python docs/diagnostics/ppo_step.py run MINI_DIR OUT_DIR --set step_return=win
     uv run python docs/diagnostics/ppo_step.py keep NAME MINI_DIR                             # its figures into ppo_step/NAME.json
     uv run python docs/diagnostics/ppo_step.py                                                # the table from the kept figures
 
-`run` copies a finished mini experiment's games, SFT runs and base/SFT evaluations into OUT_DIR, changes only
-`ppo_learning_rate` in its settings, and finishes the recipe there: PPO from each seed's SFT state, then PPO's
-evaluation. The SFT states, the games of every update and the sampling seeds are the original run's, so the two
-probes' updates are paired and differ only by the step size. `keep` stores what the table needs (per seed: rollout
+`run` copies a finished mini experiment's games, SFT runs and base/SFT evaluations into OUT_DIR, changes only the
+`--set` settings of PPO (`ppo_learning_rate`, `step_return`, ...), and finishes the recipe there: PPO from each seed's
+SFT state, then PPO's evaluation. The SFT states, the games of every update and the sampling seeds are the original
+run's, so the probes' updates are paired and differ only by the settings changed. `keep` stores what the table needs (per seed: rollout
 success of the first and last quarter of updates, overall and for pick_and_place_simple, by the mini report's own
 rule; per update, the last minibatch's clip fraction and learner-sampler logprob gap; SFT and PPO success per split,
 read from the evaluation summaries) in docs/diagnostics/ppo_step/NAME.json.
@@ -20,11 +21,16 @@ PICK = "pick_and_place_simple"
 SPLITS = ("valid_seen", "valid_unseen")
 
 
-def run(src: Path, out: Path, lr: float) -> None:
-    "Finish `src`'s recipe in `out` with PPO at learning rate `lr` (games, SFT and their evaluations copied)."
+PPO_SETTINGS = ("ppo_learning_rate", "step_return", "advantage", "advantage_norm", "gamma", "invalid_penalty", "win_reward")
+
+
+def run(src: Path, out: Path, changes: dict) -> None:
+    "Finish `src`'s recipe in `out` with PPO's settings `changes` (games, SFT and their evaluations copied)."
     from alfworld_rl.mini.recipe import MiniSettings, run_mini
     if out.exists(): sys.exit(f"{out} exists; pick another OUT_DIR")
     settings = json.loads((src / "settings.json").read_text())
+    for key in changes:
+        if key not in PPO_SETTINGS: sys.exit(f"--set {key}: not one of {', '.join(PPO_SETTINGS)}")
     (out / "runs").mkdir(parents=True); (out / "eval").mkdir()
     shutil.copytree(src / "data", out / "data")
     for seed in settings["seeds"]:
@@ -34,7 +40,7 @@ def run(src: Path, out: Path, lr: float) -> None:
     stages = [json.loads(l) for l in (src / "stages.jsonl").read_text().splitlines() if l.strip()]
     keep = [r for r in stages if r["stage"] in ("games", "demonstrations", "sft") or str(r.get("seed")).startswith(("base", "sft"))]
     (out / "stages.jsonl").write_text("".join(json.dumps(r) + "\n" for r in keep))
-    settings["ppo_learning_rate"] = lr
+    for key, value in changes.items(): settings[key] = type(settings[key])(value)
     (out / "settings.json").write_text(json.dumps(settings, indent=1))
     fields = {k: (tuple(v) if isinstance(v, list) else v) for k, v in settings.items()}
     run_mini(MiniSettings(**fields), out, progress=True)
@@ -57,7 +63,8 @@ def keep(name: str, root: Path) -> None:
             logprob_gap_last=[r["train/logprob_diff_abs_mean_last"] for r in rows],
             sft={sp: sft.value(sp, "success_rate") for sp in SPLITS}, ppo={sp: ppo.value(sp, "success_rate") for sp in SPLITS})
     HERE.mkdir(exist_ok=True)
-    out = dict(data_seed=settings["data_seed"], ppo_learning_rate=settings["ppo_learning_rate"], seeds=seeds)
+    out = dict(data_seed=settings["data_seed"], ppo_learning_rate=settings["ppo_learning_rate"],
+               step_return=settings["step_return"], seeds=seeds)
     (HERE / f"{name}.json").write_text(json.dumps(out, indent=1))
 
 
@@ -74,7 +81,8 @@ def table() -> None:
         climbs = [(100 * a, 100 * b) for a, b in (v["rollout_quarters"] for v in s)]
         picks = ", ".join(f"{100 * a:.0f} -> {100 * b:.0f}" for a, b in (v["pick_quarters"] for v in s))
         gains = {sp: [100 * (v["ppo"][sp] - v["sft"][sp]) for v in s] for sp in ("valid_unseen", "valid_seen")}
-        print(f"| {path.stem} (data seed {p['data_seed']}, lr {p['ppo_learning_rate']:g}) | "
+        print(f"| {path.stem} (data seed {p['data_seed']}, lr {p['ppo_learning_rate']:g}, step return "
+              f"{p.get('step_return', 'all')}) | "
               f"{100 * min(clips):.2f}-{100 * max(clips):.2f}% | {min(gaps):.4f}-{max(gaps):.4f} nats/token | "
               + ", ".join(f"{a:.0f} -> {b:.0f}" for a, b in climbs)
               + f" ({statistics.mean(b - a for a, b in climbs):+.1f}) | {picks} | {mean_se(gains['valid_unseen'])} | "
@@ -85,10 +93,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd")
     r = sub.add_parser("run"); r.add_argument("src", type=Path); r.add_argument("out", type=Path)
-    r.add_argument("--learning-rate", type=float, required=True)
+    r.add_argument("--set", action="append", required=True, metavar="KEY=VALUE", help=f"one of {', '.join(PPO_SETTINGS)}")
     k = sub.add_parser("keep"); k.add_argument("name"); k.add_argument("root", type=Path)
     a = ap.parse_args()
-    if a.cmd == "run": run(a.src, a.out, a.learning_rate)
+    if a.cmd == "run": run(a.src, a.out, dict(kv.split("=", 1) for kv in a.set))
     elif a.cmd == "keep": keep(a.name, a.root)
     else: table()
 
