@@ -5,7 +5,10 @@ of the backbone is timed two ways, on the same cache contents: `transformers`' o
 and a forward written out by hand that calls the same modules and kernels in the same order (no mask building, no
 decorators, no output objects). Their outputs are compared bit for bit, so the difference between the two is the
 framework's own overhead per step. The attention call alone (the same function on the same shapes, once per layer)
-gives its share of the step, and the bytes of cached keys and values it reads per step give its rate.
+gives its share of the step, and the bytes of cached keys and values it reads per step give its rate. Last, one
+layer's attention as the sampler runs it (every row reads its own copy of the `--prefix` positions that all rows
+share, the system prompt) against the same attention written with torch operations so that the shared positions are
+read once for the whole batch (a softmax over both parts; equal up to float32 rounding, not bit for bit).
 
     uv run python benchmarks/decode_step.py [--base-model mini-base] [--rows 8 32 64 128] [--positions 650]
 """
@@ -58,6 +61,23 @@ def plain_step(backbone, ids, cache, mask, pos):
     return backbone.norm(h)
 
 
+def prefix_once(q, shared_k, shared_v, own_k, own_v, own_mask, scale):
+    """Attention of one query per row `q` [B, kv heads, group, dim] over keys and values that every row shares
+    (`shared_k`, `shared_v` [kv heads, P, dim], read once for the batch) followed by each row's own ([B, kv heads, R, dim],
+    `own_mask` [B, 1, 1, R] True where a row has a position)."""
+    import torch
+    B, kv, group, dim = q.shape
+    P = shared_k.shape[1]
+    flat = q.permute(1, 0, 2, 3).reshape(kv, B * group, dim)
+    s_shared = (flat @ shared_k.transpose(1, 2) * scale).view(kv, B, group, P).permute(1, 0, 2, 3)
+    s_own = (q @ own_k.transpose(-1, -2) * scale).masked_fill(~own_mask, float("-inf"))
+    top = torch.maximum(s_shared.amax(-1, keepdim=True), s_own.amax(-1, keepdim=True))
+    p_shared, p_own = (s_shared - top).exp(), (s_own - top).exp()
+    total = p_shared.sum(-1, keepdim=True) + p_own.sum(-1, keepdim=True)
+    mixed = (p_shared.permute(1, 0, 2, 3).reshape(kv, B * group, P) @ shared_v).view(kv, B, group, dim).permute(1, 0, 2, 3)
+    return (mixed + p_own @ own_v) / total
+
+
 def median_ms(fn, config, rows, positions, repeats):
     "Median milliseconds of `fn`'s step over `repeats` fresh caches (the cache build is not timed)."
     times = []
@@ -73,6 +93,7 @@ def main():
     ap.add_argument("--rows", type=int, nargs="+", default=[8, 32, 64, 128])
     ap.add_argument("--positions", type=int, default=650, help="cached positions per row (a window-context turn: ~650)")
     ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--prefix", type=int, default=465, help="positions every row shares (the system prompt: 465 tokens)")
     args = ap.parse_args()
     import torch
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
@@ -98,6 +119,23 @@ def main():
             attn = median_ms(attend, config, B, L, args.repeats)
         read = 2 * config.num_hidden_layers * B * config.num_key_value_heads * L * config.head_dim * 4
         print(f"| {B} | {lib:.2f} | {plain:.2f} | {same} | {attn / plain:.0%} | {read / attn * 1e3 / 1e9:.1f} |")
+    print(f"\nOne layer's attention, {L} positions per row of which the first {args.prefix} are the same in every row:")
+    print("| rows | each row reads its own copy (sdpa), ms | the shared part read once, ms | largest difference |")
+    print("|---|---|---|---|")
+    kv, group, dim, P = config.num_key_value_heads, config.num_attention_heads // config.num_key_value_heads, config.head_dim, args.prefix
+    for B in args.rows:
+        q = torch.randn(B, kv, group, dim)
+        keys, values = torch.randn(B, kv, L, dim), torch.randn(B, kv, L, dim)
+        keys[:, :, :P], values[:, :, :P] = keys[:1, :, :P], values[:1, :, :P]          # the shared part, in every row
+        shared_k, shared_v = keys[0, :, :P].contiguous(), values[0, :, :P].contiguous()
+        everywhere, own = torch.ones(B, 1, 1, L, dtype=torch.bool), torch.ones(B, 1, 1, L - P, dtype=torch.bool)
+        scale = dim ** -0.5
+        def per_row(_): return torch.nn.functional.scaled_dot_product_attention(q, keys, values, attn_mask=everywhere, scale=scale)
+        def once(_): return prefix_once(q, shared_k, shared_v, keys[:, :, P:], values[:, :, P:], own, scale)
+        with torch.inference_mode():
+            diff = (per_row(None) - once(None)).abs().max().item()
+            a, b = median_ms(per_row, config, 1, 1, args.repeats), median_ms(once, config, 1, 1, args.repeats)
+        print(f"| {B} | {a:.2f} | {b:.2f} | {diff:.1e} |")
 
 
 if __name__ == "__main__":
