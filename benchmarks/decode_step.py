@@ -78,12 +78,12 @@ def prefix_once(q, shared_k, shared_v, own_k, own_v, own_mask, scale):
     return (mixed + p_own @ own_v) / total
 
 
-def median_ms(fn, config, rows, positions, repeats):
-    "Median milliseconds of `fn`'s step over `repeats` fresh caches (the cache build is not timed)."
+def median_ms(fn, repeats, setup=lambda r: None):
+    "Median milliseconds of `fn(setup(r))` over `repeats` rounds r (`setup`, e.g. a fresh cache, is not timed)."
     times = []
     for r in range(repeats):
-        cache = make_cache(config, rows, positions, r)
-        t = time.perf_counter(); fn(cache); times.append(time.perf_counter() - t)
+        arg = setup(r)
+        t = time.perf_counter(); fn(arg); times.append(time.perf_counter() - t)
     return sorted(times)[len(times) // 2] * 1e3
 
 
@@ -111,12 +111,13 @@ def main():
         with torch.inference_mode():
             same = torch.equal(library_step(backbone, ids, make_cache(config, B, L), mask, pos),
                                plain_step(backbone, ids, make_cache(config, B, L), mask, pos))
-            lib = median_ms(lambda c: library_step(backbone, ids, c, mask, pos), config, B, L, args.repeats)
-            plain = median_ms(lambda c: plain_step(backbone, ids, c, mask, pos), config, B, L, args.repeats)
+            fresh = lambda r: make_cache(config, B, L, r)
+            lib = median_ms(lambda c: library_step(backbone, ids, c, mask, pos), args.repeats, fresh)
+            plain = median_ms(lambda c: plain_step(backbone, ids, c, mask, pos), args.repeats, fresh)
             a, q = backbone.layers[0].self_attn, torch.randn(B, config.num_attention_heads, 1, config.head_dim)
             def attend(c):
                 for layer in c.layers: sdpa_attention_forward(a, q, layer.keys, layer.values, mask.bool()[:, None, None, :L], scaling=a.scaling)
-            attn = median_ms(attend, config, B, L, args.repeats)
+            attn = median_ms(attend, args.repeats, fresh)
         read = 2 * config.num_hidden_layers * B * config.num_key_value_heads * L * config.head_dim * 4
         print(f"| {B} | {lib:.2f} | {plain:.2f} | {same} | {attn / plain:.0%} | {read / attn * 1e3 / 1e9:.1f} |")
     print(f"\nOne layer's attention, {L} positions per row of which the first {args.prefix} are the same in every row:")
@@ -130,11 +131,11 @@ def main():
         shared_k, shared_v = keys[0, :, :P].contiguous(), values[0, :, :P].contiguous()
         everywhere, own = torch.ones(B, 1, 1, L, dtype=torch.bool), torch.ones(B, 1, 1, L - P, dtype=torch.bool)
         scale = dim ** -0.5
-        def per_row(_): return torch.nn.functional.scaled_dot_product_attention(q, keys, values, attn_mask=everywhere, scale=scale)
-        def once(_): return prefix_once(q, shared_k, shared_v, keys[:, :, P:], values[:, :, P:], own, scale)
+        def per_row(_=None): return torch.nn.functional.scaled_dot_product_attention(q, keys, values, attn_mask=everywhere, scale=scale)
+        def once(_=None): return prefix_once(q, shared_k, shared_v, keys[:, :, P:], values[:, :, P:], own, scale)
         with torch.inference_mode():
-            diff = (per_row(None) - once(None)).abs().max().item()
-            a, b = median_ms(per_row, config, 1, 1, args.repeats), median_ms(once, config, 1, 1, args.repeats)
+            diff = (per_row() - once()).abs().max().item()
+            a, b = median_ms(per_row, args.repeats), median_ms(once, args.repeats)
         print(f"| {B} | {a:.2f} | {b:.2f} | {diff:.1e} |")
 
 

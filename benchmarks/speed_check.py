@@ -20,6 +20,8 @@ Run it on an otherwise idle machine; it reports the best round of each.
 import argparse, json, os, subprocess, sys, tempfile, time
 from pathlib import Path
 
+from update_speed import rate           # episodes per second of update time, as the speed issue counts them
+
 TRAIN = ["train", "--backend", "local", "--engine", "fast", "--context", "window", "--advantage", "gigpo", "--group-size", "8",
          "--games-per-batch", "4", "--max-episode-steps", "12", "--max-assistant-tokens", "48", "--base-model", "mini-base",
          "--no-report", "--swanlab-mode", "disabled", "--run-name", "run", "--seed", "0", "--save-every", "0",
@@ -72,7 +74,7 @@ def main():
             out = work / f"{name}-{r}"
             cli(tree, TRAIN + ["--max-steps", str(args.updates), "--data-root", data, "--output-dir", str(out)])
             ms = [json.loads(l) for l in (out / "run" / "metrics.jsonl").read_text().splitlines()]
-            train[name].append(dict(rate=sum(m["rollout/trajectories"] for m in ms) / sum(m["time/update_s"] for m in ms),
+            train[name].append(dict(rate=rate(ms),
                                     update=sum(m["time/update_s"] for m in ms), rollout=sum(m["time/rollout_s"] for m in ms),
                                     training=sum(m["time/train_s"] for m in ms), tokens=[int(m["tokens/sampled"]) for m in ms]))
             wall, imports = cli(tree, EVAL + ["--data-root", data, "--limit-per-split", str(args.eval_games),

@@ -16,6 +16,7 @@ from pytrio.errors.base import ValidationError
 
 from .token_choice import choose_tokens_and_logprobs
 from .local_models import backbone_and_head
+from .local_trainer import common_prefix_length
 from .kv_cache import PREFIX_MIN_SHARED, PrefixStore, _KVCacheOps, _Running, _cache_arg, _merge, _select, _stackable, _suffix_groups
 
 # %% auto #0
@@ -260,10 +261,10 @@ def _first_part_once(self, prompts: list[list[int]], found: list) -> list:
     from their shared first part, prefilled once for them all when it is `PREFIX_MIN_SHARED` tokens or more."""
     new = [i for i, (layers, _) in enumerate(found) if layers is None]
     if len(new) < 2: return found
-    first, n = prompts[new[0]], min(len(prompts[i]) for i in new) - 1          # a prompt's last token is always run
-    for i in new[1:]: n = next((j for j in range(n) if prompts[i][j] != first[j]), n)
+    rows = [prompts[i] for i in new]
+    n = min(common_prefix_length(rows), min(len(p) for p in rows) - 1)        # a prompt's last token is always run
     if n < PREFIX_MIN_SHARED: return found
-    cache = self._prefill(first[:n], False)[0]
+    cache = self._prefill(rows[0][:n], False)[0]
     layers = [(l.keys, l.values) for l in cache.layers]
     return [(layers, n) if i in new else f for i, f in enumerate(found)]
 
