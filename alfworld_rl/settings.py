@@ -153,6 +153,8 @@ ROLLOUT = {
                        "(each turn's prompt rebuilt from the task, the last --history-length steps and the current "
                        "observation)", one_of("alfworld_rl.rl.rollout:CONTEXTS")),
     "history_length": Setting(int, 2, "--context window: (observation, action) pairs of earlier steps shown", integer(0)),
+    "visited_places": Setting(bool, False, "--context window: add a `Places visited:` line listing every place gone to so "
+                              "far"),
     "engine": Setting(str, "textworld", "environment engine: textworld (reference) or fast (exact, in-process)", one_of(ENGINES)),
     "win_reward": Setting(float, 1.0, "reward of a won episode (the reference recipe: 1; verl-agent: 10)",
                           number("a finite number > 0", lambda v: math.isfinite(v) and v > 0)),

@@ -46,6 +46,7 @@ MINI_EPISODES = {    # shared by SFT prompts, PPO rollouts and evaluation
     "max_assistant_tokens": ROLLOUT["max_assistant_tokens"].but(default=48),
     "context": ROLLOUT["context"].but(default="window"),
     "history_length": ROLLOUT["history_length"],
+    "visited_places": ROLLOUT["visited_places"],
     "lora_rank": OPTIMIZER["lora_rank"].but(default=64),
     "engine": ROLLOUT["engine"].but(default="fast"),
     "win_reward": ROLLOUT["win_reward"],
@@ -92,7 +93,8 @@ PRESETS = {"mini": MINI, "smoke": SMOKE}
 GAME_KEYS = (*MINI_GAMES, "task_types")
 
 # %% ../../nbs/mini/53_recipe.ipynb #ff9f5788
-MINI_FLAGS = ("seeds", "data_seed", "engine", "base_model", "win_reward", "invalid_penalty", "episodes_per_game")   # the settings `alfworld-rl mini` takes as flags
+MINI_FLAGS = ("seeds", "data_seed", "engine", "base_model", "win_reward", "invalid_penalty", "episodes_per_game",
+              "visited_places")   # the settings `alfworld-rl mini` takes as flags
 
 def validate_settings(s: MiniSettings) -> MiniSettings:
     "Check `s` against the rules of its settings, then across settings; `UserError(status=2)` naming the first bad one."
@@ -179,7 +181,7 @@ def sft_config(s: MiniSettings, paths: MiniPaths, seed: int):
                      swanlab_mode="disabled", max_episode_steps=s.max_episode_steps,
                      max_trajectory_tokens=s.max_trajectory_tokens, demos_per_game=s.demos_per_game,
                      max_detours=s.max_detours, rename_objects=s.rename_objects, context=s.context,
-                     history_length=s.history_length, engine=s.engine)
+                     history_length=s.history_length, visited_places=s.visited_places, engine=s.engine)
 
 def ppo_config(s: MiniSettings, paths: MiniPaths, seed: int, init_state: str | None = None):
     "The `TrainConfig` of seed `seed`, starting from the weights of `init_state` (the SFT state)."
@@ -192,7 +194,7 @@ def ppo_config(s: MiniSettings, paths: MiniPaths, seed: int, init_state: str | N
                        save_every=0, run_name=paths.ppo_run(seed).name,
                        swanlab_mode="disabled", data_root=str(paths.data), lora_rank=s.lora_rank, seed=seed,
                        output_dir=str(paths.runs), init_state=init_state, context=s.context,
-                       history_length=s.history_length, advantage=s.advantage, advantage_norm=s.advantage_norm,
+                       history_length=s.history_length, visited_places=s.visited_places, advantage=s.advantage, advantage_norm=s.advantage_norm,
                        gamma=s.gamma, step_return=s.step_return, engine=s.engine, win_reward=s.win_reward,
                        invalid_penalty=s.invalid_penalty)
 
@@ -204,8 +206,8 @@ def eval_config(s: MiniSettings, paths: MiniPaths, label: str, model_path: str |
                       concurrency=s.eval_games_per_batch, temperature=s.eval_temperature,
                       max_episode_steps=s.max_episode_steps, max_trajectory_tokens=s.max_trajectory_tokens,
                       max_assistant_tokens=s.max_assistant_tokens, data_root=str(paths.data), output=str(out),
-                      resume=out.exists(), report=False, context=s.context, history_length=s.history_length, engine=s.engine,
-                      win_reward=s.win_reward, invalid_penalty=s.invalid_penalty, episodes_per_game=s.episodes_per_game)
+                      resume=out.exists(), report=False, context=s.context, history_length=s.history_length,
+                      visited_places=s.visited_places, engine=s.engine, win_reward=s.win_reward, invalid_penalty=s.invalid_penalty, episodes_per_game=s.episodes_per_game)
 
 # %% ../../nbs/mini/53_recipe.ipynb #28250190
 def run_sft_stage(s: MiniSettings, paths: MiniPaths, seed: int, demonstrations=None, progress: bool = True) -> dict:
@@ -445,6 +447,10 @@ def cli_mini_parser(parser):
         s = settings_of(MiniSettings)[name]
         parser.add_argument(flag(name), dest=name, type=s.type, default=None,
                             help=f"{s.help} (default: the preset's, {getattr(MINI, name)})")
+    import argparse
+    s = settings_of(MiniSettings)["visited_places"]
+    parser.add_argument("--visited-places", dest="visited_places", action=argparse.BooleanOptionalAction, default=None,
+                        help=f"{s.help} (default: the preset's, {'on' if MINI.visited_places else 'off'})")
     return parser
 
 def mini_overrides(args) -> dict:

@@ -9,10 +9,10 @@ from ..core import canonicalize_action
 # %% auto #0
 __all__ = ['TOOL_NAME', 'TOOL_SCHEMA', 'SYSTEM_PROMPT', 'STATUS_EXECUTED', 'STATUS_NOT_ADMISSIBLE', 'STATUS_INVALID_FORMAT',
            'STATUS_COMPLETED', 'STATUS_FAILED', 'STATUSES', 'INVALID_CALL_ACTION', 'format_admissible',
-           'first_user_message', 'step_line', 'tool_message', 'count_status', 'history_block', 'window_message',
-           'window_messages', 'ToolCall', 'parse_tool_call', 'format_tool_call', 'ChatTemplateError', 'render_text',
-           'encode', 'call_opening_tokens', 'initial_messages', 'render_prompt', 'TurnTemplate', 'turn_template',
-           'object_token_ids', 'rename_objects']
+           'first_user_message', 'step_line', 'tool_message', 'count_status', 'history_block', 'visited_line',
+           'visited_places', 'window_message', 'window_messages', 'ToolCall', 'parse_tool_call', 'format_tool_call',
+           'ChatTemplateError', 'render_text', 'encode', 'call_opening_tokens', 'initial_messages', 'render_prompt',
+           'TurnTemplate', 'turn_template', 'object_token_ids', 'rename_objects']
 
 # %% ../../nbs/rl/20_protocol.ipynb #22726217
 TOOL_NAME = "alfworld_step"
@@ -96,13 +96,25 @@ def history_block(history, first_step: int, total_steps: int) -> str:
         lines.append(f"Step {n} action: {action if action else INVALID_CALL_ACTION}")
     return "\n".join(lines)
 
+def visited_line(places) -> str:
+    "The `Places visited:` line: the places gone to so far, first visit first (`none` before any)."
+    return "Places visited: " + (", ".join(places) or "none")
+
+def visited_places(places: list[str], action: str | None, admissible: bool) -> list[str]:
+    "`places` with the target of an admitted `go to` appended the first time it is gone to."
+    if not (admissible and action and action.startswith("go to ")): return places
+    place = action[len("go to "):].strip()
+    return places if place in places else [*places, place]
+
 def window_message(task: str, observation: str, admissible_commands=None, history=(), step: int = 1,
-                   max_steps: int | None = None, include_admissible: bool = True, status: str | None = None) -> str:
-    "The user message of one window-context turn: task, step line, recent (observation, action) pairs, status, observation, actions."
+                   max_steps: int | None = None, include_admissible: bool = True, status: str | None = None,
+                   visited=None) -> str:
+    "The user message of one window-context turn: task, step line, recent steps, places visited, status, observation, actions."
     if status is not None and status not in STATUSES: raise ValueError(f"unknown status {status!r}; expected one of {STATUSES}")
     history = list(history)
     lines = [f"Task: {task.strip()}", step_line(step, max_steps)]
     if history: lines += ["", history_block(history, step - len(history), step - 1)]
+    if visited is not None: lines += ["", visited_line(visited)]
     if status is not None: lines += ["", f"Status of your last action: {status}"]
     lines += ["", "Observation:", observation.strip() or "(nothing)"]
     if include_admissible and admissible_commands is not None:
@@ -110,11 +122,12 @@ def window_message(task: str, observation: str, admissible_commands=None, histor
     return "\n".join(lines)
 
 def window_messages(task: str, observation: str, admissible_commands=None, history=(), step: int = 1,
-                    max_steps: int | None = None, include_admissible: bool = True, status: str | None = None) -> list[dict]:
+                    max_steps: int | None = None, include_admissible: bool = True, status: str | None = None,
+                    visited=None) -> list[dict]:
     "System prompt and the one user message of a window-context turn."
     return [{"role": "system", "content": SYSTEM_PROMPT},
             {"role": "user", "content": window_message(task, observation, admissible_commands, history, step, max_steps,
-                                                       include_admissible, status)}]
+                                                       include_admissible, status, visited)}]
 
 # %% ../../nbs/rl/20_protocol.ipynb #a61df0a6
 @dataclass(frozen=True)

@@ -259,13 +259,15 @@ class _Runner:
         shown = start.observation              # the observation the prompt shows
         anchor = anchor_state(shown, start.admissible_commands)   # the state the next action is taken in
         history, status = [], None             # window context: (observation, action) pairs and the last status
+        places = []                            # window context with --visited-places: places gone to so far
         turn, pending, pending_seconds = 0, first, first_seconds
         try:
             while True:
                 if window and turn > 0:        # each turn's prompt is rebuilt from the task and the last few steps
                     prompt = P.render_prompt(self.tok, P.window_messages(
                         start.task, shown, admissible, history[len(history) - c.history_length:] if c.history_length else [],
-                        turn + 1, c.max_episode_steps, c.include_admissible_actions, status))
+                        turn + 1, c.max_episode_steps, c.include_admissible_actions, status,
+                        places if c.visited_places else None))
                 if pending is None:
                     prompt_now = prompt if window else traj.tokens
                     if not self.fits(len(prompt_now)):
@@ -280,6 +282,7 @@ class _Runner:
                 step, admissible = await self.step(env, traj, turn, seq, sample_seconds, admissible,
                                                    prompt if window else None, anchor)
                 history.append((shown, step.action if step.valid_format else None))
+                places = P.visited_places(places, step.action if step.valid_format else None, step.admissible)
                 shown, status = step.observation, step.status
                 if step.valid_format and (step.admissible or admissible != before):   # else the state did not change
                     anchor = anchor_state(step.observation, admissible)
@@ -385,10 +388,12 @@ class _GroupRunner(_Runner):
         t0 = time.perf_counter()
         try: starts = await _reset(env)
         except Exception as e: return [self._failed(game, b, f"reset failed: {type(e).__name__}: {e}") for b in range(c.group_size)]
-        first_messages = P.window_messages if c.context == "window" else P.initial_messages
+        window = c.context == "window"
+        first_messages = P.window_messages if window else P.initial_messages
+        places = dict(visited=[]) if window and c.visited_places else {}
         prompts = [P.render_prompt(self.tok, first_messages(s.task, s.observation, s.admissible_commands,
                                                             max_steps=c.max_episode_steps,
-                                                            include_admissible=c.include_admissible_actions))
+                                                            include_admissible=c.include_admissible_actions, **places))
                    for s in starts]
         reset_seconds = time.perf_counter() - t0
         firsts, seconds = [None] * c.group_size, [0.0] * c.group_size

@@ -49,7 +49,7 @@ OUTPUT = {
     "report": Setting(bool, True, "execute the report notebook into <runs dir>/<run name>/eval.ipynb"),
 }
 SAMPLING = pick(ROLLOUT, "temperature", "top_p", "seed", "max_episode_steps", "max_trajectory_tokens",
-                "max_assistant_tokens", "include_admissible_actions", "context", "history_length", "engine",
+                "max_assistant_tokens", "include_admissible_actions", "context", "history_length", "visited_places", "engine",
                 "win_reward", "invalid_penalty")
 
 @configuration(MODEL, EVALUATION, SAMPLING, pick(DATA, "data_root"), LOGGING, OUTPUT,
@@ -79,7 +79,7 @@ class EvalConfig:
 # The settings that change what a trajectory is; a resumed file must have been written with the same ones.
 RESULT_SETTINGS = ("base_model", "model_path", "temperature", "top_p", "seed", "max_episode_steps",
                    "max_trajectory_tokens", "max_assistant_tokens", "include_admissible_actions", "context",
-                   "history_length", "win_reward", "invalid_penalty", "episodes_per_game")
+                   "history_length", "visited_places", "win_reward", "invalid_penalty", "episodes_per_game")
 
 # %% ../../nbs/runs/44_evaluate.ipynb #edce2a44
 def validate_eval_config(c: EvalConfig) -> EvalConfig:

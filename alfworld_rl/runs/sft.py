@@ -30,7 +30,7 @@ DEMONSTRATIONS = {
                               "names rather than memorising them"),
 }
 PROMPTS = pick(ROLLOUT, "seed", "max_episode_steps", "max_trajectory_tokens", "include_admissible_actions", "context",
-               "history_length", "engine")
+               "history_length", "visited_places", "engine")
 
 @configuration(MODEL, DATA, SCHEDULE, OPTIMIZER, LOGGING, RUN_DIR, PROMPTS, DEMONSTRATIONS,
                base_model=dict(help="model to fine-tune: a hub id, a local directory, mini-base (shipped) or tiny-qwen3 (built offline)"),
