@@ -53,7 +53,7 @@ FLAGS = {
               "--adam-eps", "1e-8", "--weight-decay", "0.1", "--grad-clip", "0.5", "--ppo-clip-low", "0.7",
               "--ppo-clip-high", "1.3", "--ppo-epochs", "2", "--ppo-minibatches", "3", "--seed", "3", "--output-dir", "r", "--max-requests-in-flight", "8",
               "--prefill-price-per-m", "0.1", "--sample-price-per-m", "0.2", "--train-price-per-m", "0.3",
-              "--init-state", "s", "--context", "window", "--history-length", "3", "--advantage", "gigpo",
+              "--init-state", "s", "--context", "window", "--history-length", "3", "--visited-places", "--advantage", "gigpo",
               "--advantage-norm", "mean_std", "--gamma", "0.9", "--step-advantage-weight", "0.5", "--engine", "fast",
               "--win-reward", "10", "--invalid-penalty", "0.01", "--step-return", "all"],
     "sft": ["--backend", "trio", "--base-model", "mini-base", "--device", "cpu", "--sampler-device", "cuda:1", "--dtype", "float32", "--prefix-cache-gb", "0.5", "--gradient-checkpointing", "off",
@@ -63,12 +63,13 @@ FLAGS = {
             "--swanlab-project", "p", "--max-episode-steps", "12", "--max-trajectory-tokens", "4096",
             "--no-include-admissible-actions", "--demos-per-game", "4", "--max-detours", "2", "--rename-objects", "--adam-beta1", "0.8",
             "--adam-beta2", "0.9", "--adam-eps", "1e-8", "--weight-decay", "0.1", "--grad-clip", "0.5",
-            "--context", "window", "--history-length", "1", "--engine", "fast"],
+            "--context", "window", "--history-length", "1", "--visited-places", "--engine", "fast"],
     "eval": ["--backend", "trio", "--base-model", "mini-base", "--resume", "--model-path", "trio://r/sampler_weights/w",
              "--device", "cpu", "--sampler-device", "cuda:1", "--dtype", "float32", "--prefix-cache-gb", "3", "--gradient-checkpointing", "off", "--split", "valid_unseen", "--concurrency", "4",
              "--limit-per-split", "3", "--max-episode-steps", "12", "--max-trajectory-tokens", "4096",
              "--max-assistant-tokens", "48", "--temperature", "0.5", "--top-p", "0.9", "--seed", "7",
-             "--no-include-admissible-actions", "--context", "window", "--history-length", "1", "--engine", "fast",
+             "--no-include-admissible-actions", "--context", "window", "--history-length", "1", "--visited-places",
+             "--engine", "fast",
              "--data-root", "d", "--swanlab-mode", "offline", "--swanlab-project", "p", "--output", "o.jsonl",
              "--overwrite-output", "--run-name", "e1", "--runs-dir", "rr", "--no-report", "--win-reward", "10",
              "--invalid-penalty", "0", "--episodes-per-game", "8"],
@@ -145,19 +146,20 @@ def test_saved_config_keys_are_unchanged():
     from alfworld_rl.runs.evaluate import EvalConfig
     memory = {"prefix_cache_gb", "gradient_checkpointing", "sampler_device"}   # local-backend memory and device settings
     reward = {"win_reward", "invalid_penalty"}                                  # added with the reward settings
-    train = memory | reward | {"step_return"} | {"base_model", "backend", "device", "dtype", "max_steps", "games_per_batch", "group_size", "max_episode_steps",
+    places = {"visited_places"}                                                 # added with the places line
+    train = memory | reward | places | {"step_return"} | {"base_model", "backend", "device", "dtype", "max_steps", "games_per_batch", "group_size", "max_episode_steps",
              "max_trajectory_tokens", "max_assistant_tokens", "temperature", "top_p", "learning_rate", "save_every",
              "run_name", "swanlab_mode", "swanlab_project", "data_root", "train_split", "max_train_games",
              "include_admissible_actions", "lora_rank", "adam_beta1", "adam_beta2", "adam_eps", "weight_decay", "grad_clip",
              "ppo_clip_low", "ppo_clip_high", "ppo_epochs", "ppo_minibatches", "seed", "output_dir", "max_requests_in_flight", "prefill_price_per_m",
              "sample_price_per_m", "train_price_per_m", "init_state", "context", "history_length", "advantage",
              "advantage_norm", "gamma", "step_advantage_weight", "engine"}
-    sft = memory | {"base_model", "backend", "device", "dtype", "data_root", "train_split", "max_train_games", "max_steps",
+    sft = memory | places | {"base_model", "backend", "device", "dtype", "data_root", "train_split", "max_train_games", "max_steps",
            "games_per_batch", "learning_rate", "lora_rank", "save_every", "run_name", "output_dir", "seed", "swanlab_mode",
            "swanlab_project", "max_episode_steps", "max_trajectory_tokens", "include_admissible_actions", "demos_per_game",
            "max_detours", "rename_objects", "adam_beta1", "adam_beta2", "adam_eps", "weight_decay", "grad_clip", "context",
            "history_length", "engine"}
-    ev = memory | reward | {"episodes_per_game"} | {"base_model", "model_path", "split", "concurrency", "temperature", "top_p", "seed", "max_episode_steps",
+    ev = memory | reward | places | {"episodes_per_game"} | {"base_model", "model_path", "split", "concurrency", "temperature", "top_p", "seed", "max_episode_steps",
           "max_trajectory_tokens", "max_assistant_tokens", "include_admissible_actions", "limit_per_split", "data_root",
           "backend", "device", "dtype", "output", "overwrite_output", "resume", "run_name", "runs_dir", "swanlab_mode",
           "swanlab_project", "report", "context", "history_length", "engine"}

@@ -104,6 +104,17 @@ def test_reward_and_episode_flags_reach_every_stage(tmp_path):
     assert (mini.MINI.win_reward, mini.MINI.invalid_penalty, mini.MINI.episodes_per_game) == (1.0, 0.01, 1)
 
 
+def test_visited_places_flag_reaches_every_stage(tmp_path):
+    "--visited-places turns the places line on in SFT's demonstrations, PPO's rollouts and every evaluation; off by default."
+    paths = mini.MiniPaths(tmp_path)
+    for flags, on in (([], False), (["--visited-places"], True), (["--no-visited-places"], False)):
+        overrides = mini.mini_overrides(parse(flags))
+        assert overrides == ({"visited_places": on} if flags else {})
+        s = mini.settings_from("mini", **overrides)
+        configs = (mini.sft_config(s, paths, 0), mini.ppo_config(s, paths, 0, init_state="x"), mini.eval_config(s, paths, "base", None))
+        assert [c.visited_places for c in configs] == [on] * 3
+
+
 def test_mini_defaults_are_the_measured_recipe(tmp_path):
     "The mini's PPO is the capacity probe's: the 4-layer base, 16 games x 8 branches, 4 Adam steps, 12 updates, penalty 0.01."
     s, paths = mini.MINI, mini.MiniPaths(tmp_path)

@@ -203,3 +203,27 @@ def test_train_window_gigpo_one_update(small_data_root, tmp_path, capsys):
     config = json.loads((runs / "win" / "config.json").read_text())
     assert (config["win_reward"], config["invalid_penalty"], config["step_return"]) == (10.0, 0.5, "all")
     if not m["train/skipped"]: assert m["train/datums"] >= 1 and m["train/loss"] is not None
+
+
+# --- the places line (--visited-places) ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("on", [False, True])
+def test_visited_places_line_lists_the_places_gone_to(small_data_root, tokenizer, on):
+    "With the setting each prompt lists the places admitted `go to`s reached before it, first visit first; without it, no line."
+    from alfworld_rl.rl.policies import RandomAdmissiblePolicy
+    games = discover_games(small_data_root, "train")[:2]
+    config = RolloutConfig(group_size=2, max_episode_steps=10, max_assistant_tokens=64, temperature=1.0, seed=3,
+                           context="window", visited_places=on)
+    trajs = run_rollout(RandomAdmissiblePolicy(tokenizer), tokenizer, games, config).trajectories
+    gone = 0
+    for traj in trajs:
+        places = []
+        for step in traj.steps:
+            text = tokenizer.decode(step.prompt_tokens)
+            if not on: assert "Places visited" not in text; continue
+            assert text.count("Places visited: ") == 1
+            assert f"\n\nPlaces visited: {', '.join(places) or 'none'}\n\n" in text
+            if step.admissible and step.action.startswith("go to ") and step.action[6:] not in places:
+                places.append(step.action[6:])
+        gone += len(places)
+    assert not on or gone >= 2          # random play goes places, so the line was exercised with real names
