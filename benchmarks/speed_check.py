@@ -14,6 +14,10 @@ subpackages. On the same generated mini games (this checkout's generator), alter
 
     git worktree add /tmp/main-before <commit>      # or any other checkout of the project
     uv run python benchmarks/speed_check.py --other /tmp/main-before [--rounds 2] [--updates 2] [--eval-games 60]
+    uv run python benchmarks/speed_check.py --other . --extra=--dtype=bfloat16   # one setting against the same code
+
+`--extra` adds flags to this checkout's `train` and `eval` commands only (`=` joins a flag and its value), so a
+setting that changes the arithmetic is measured against the same code without it.
 
 Run it on an otherwise idle machine; it reports the best round of each.
 """
@@ -59,6 +63,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--updates", type=int, default=2)
     ap.add_argument("--eval-games", type=int, default=60)
+    ap.add_argument("--extra", action="append", default=[], help="a flag for this checkout's commands, e.g. --extra=--dtype=bfloat16")
     args = ap.parse_args()
     here, other = Path(__file__).resolve().parents[1], Path(args.other).resolve()
     if not (other / "alfworld_rl" / "cli.py").is_file(): raise SystemExit(f"--other: no alfworld_rl/cli.py under {other}")
@@ -68,16 +73,17 @@ def main():
     mini.mini_data(s, mini.MiniPaths(work / "games"), progress=False)
     data = str(work / "games" / "data")
     trees = {"this": here, "other": other}
+    extra = {"this": [part for f in args.extra for part in f.split("=", 1)], "other": []}
     train, evals = {k: [] for k in trees}, {k: [] for k in trees}
     for r in range(args.rounds):
         for name, tree in trees.items():
             out = work / f"{name}-{r}"
-            cli(tree, TRAIN + ["--max-steps", str(args.updates), "--data-root", data, "--output-dir", str(out)])
+            cli(tree, TRAIN + extra[name] + ["--max-steps", str(args.updates), "--data-root", data, "--output-dir", str(out)])
             ms = [json.loads(l) for l in (out / "run" / "metrics.jsonl").read_text().splitlines()]
             train[name].append(dict(rate=rate(ms),
                                     update=sum(m["time/update_s"] for m in ms), rollout=sum(m["time/rollout_s"] for m in ms),
                                     training=sum(m["time/train_s"] for m in ms), tokens=[int(m["tokens/sampled"]) for m in ms]))
-            wall, imports = cli(tree, EVAL + ["--data-root", data, "--limit-per-split", str(args.eval_games),
+            wall, imports = cli(tree, EVAL + extra[name] + ["--data-root", data, "--limit-per-split", str(args.eval_games),
                                               "--output", str(out / "eval.jsonl")])
             evals[name].append(dict(wall=wall, after_imports=wall - imports, trajectories=trajectories(out / "eval.jsonl")))
             print(f"round {r} {name}: {train[name][-1]['rate']:.3f} episodes/s in PPO updates, eval {wall:.1f} s", flush=True)

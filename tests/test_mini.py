@@ -1,5 +1,5 @@
 """The mini recipe end to end at its smallest settings (slow set), and its command-line checks."""
-import json
+import json, sys
 from pathlib import Path
 
 import pytest
@@ -40,7 +40,17 @@ def test_bad_workers_are_refused_before_any_work(tmp_path):
     assert not (tmp_path / "y").exists()
 
 
-def test_seeds_in_worker_processes(tmp_path):
+def _revisits_script():
+    "docs/diagnostics/revisits.py as a module."
+    import importlib.util
+    path = Path(__file__).resolve().parents[1] / "docs" / "diagnostics" / "revisits.py"
+    spec = importlib.util.spec_from_file_location("revisits", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_seeds_in_worker_processes(tmp_path, capsys, monkeypatch):
     "Two smoke seeds at once, each in a spawned process: both finish every stage, and a rerun does no work."
     s = mini.settings_from("smoke", seeds=[0, 1])
     paths = mini.run_mini(s, tmp_path, progress=False, workers=2)
@@ -55,6 +65,16 @@ def test_seeds_in_worker_processes(tmp_path):
     seconds = mini.stage_seconds(paths)
     assert seconds["wall"] == runs[0]["seconds"] and 0 < seconds["wall"]
     assert seconds["total"] == pytest.approx(sum(r["seconds"] for r in stages if r["stage"] != "run"))
+    # docs/diagnostics/revisits.py on the real files: a row per checkpoint and task type; the expert never goes back
+    revisits = _revisits_script()
+    assert revisits.revisit_count([("go to a 1", True), ("go to b 1", True), ("go to a 1", False), ("go to a 1", True),
+                                   ("open b 1", True), ("go to b 1", True)]) == (2, 4)
+    for flags, rows in (([], 5 * 2), (["--demos"], 2)):
+        monkeypatch.setattr(sys, "argv", ["revisits.py", str(tmp_path), *flags])
+        revisits.main()
+        table = [l for l in capsys.readouterr().out.splitlines() if l.startswith(f"| {tmp_path.name} |")]
+        assert len(table) == rows, table
+    assert all(l.endswith("| 0.0 | 0.0 |") for l in table)        # demonstrations: no lost episode, no revisit
     # PPO started from each seed's own SFT state
     for seed in (0, 1):
         config = json.loads((paths.ppo_run(seed) / "config.json").read_text())
