@@ -4,7 +4,7 @@
 
 # %% ../../nbs/mini/53_recipe.ipynb #c4bd514b
 from __future__ import annotations
-import dataclasses, json, math, multiprocessing, os, statistics, sys, time
+import argparse, dataclasses, json, math, multiprocessing, os, statistics, sys, time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, asdict, field
 from pathlib import Path
@@ -194,9 +194,9 @@ def ppo_config(s: MiniSettings, paths: MiniPaths, seed: int, init_state: str | N
                        save_every=0, run_name=paths.ppo_run(seed).name,
                        swanlab_mode="disabled", data_root=str(paths.data), lora_rank=s.lora_rank, seed=seed,
                        output_dir=str(paths.runs), init_state=init_state, context=s.context,
-                       history_length=s.history_length, visited_places=s.visited_places, advantage=s.advantage, advantage_norm=s.advantage_norm,
-                       gamma=s.gamma, step_return=s.step_return, engine=s.engine, win_reward=s.win_reward,
-                       invalid_penalty=s.invalid_penalty)
+                       history_length=s.history_length, visited_places=s.visited_places, advantage=s.advantage,
+                       advantage_norm=s.advantage_norm, gamma=s.gamma, step_return=s.step_return, engine=s.engine,
+                       win_reward=s.win_reward, invalid_penalty=s.invalid_penalty)
 
 def eval_config(s: MiniSettings, paths: MiniPaths, label: str, model_path: str | None):
     "The `EvalConfig` of checkpoint `label` (both validation splits, every game)."
@@ -207,7 +207,8 @@ def eval_config(s: MiniSettings, paths: MiniPaths, label: str, model_path: str |
                       max_episode_steps=s.max_episode_steps, max_trajectory_tokens=s.max_trajectory_tokens,
                       max_assistant_tokens=s.max_assistant_tokens, data_root=str(paths.data), output=str(out),
                       resume=out.exists(), report=False, context=s.context, history_length=s.history_length,
-                      visited_places=s.visited_places, engine=s.engine, win_reward=s.win_reward, invalid_penalty=s.invalid_penalty, episodes_per_game=s.episodes_per_game)
+                      visited_places=s.visited_places, engine=s.engine, win_reward=s.win_reward,
+                      invalid_penalty=s.invalid_penalty, episodes_per_game=s.episodes_per_game)
 
 # %% ../../nbs/mini/53_recipe.ipynb #28250190
 def run_sft_stage(s: MiniSettings, paths: MiniPaths, seed: int, demonstrations=None, progress: bool = True) -> dict:
@@ -447,7 +448,6 @@ def cli_mini_parser(parser):
         s = settings_of(MiniSettings)[name]
         parser.add_argument(flag(name), dest=name, type=s.type, default=None,
                             help=f"{s.help} (default: the preset's, {getattr(MINI, name)})")
-    import argparse
     s = settings_of(MiniSettings)["visited_places"]
     parser.add_argument("--visited-places", dest="visited_places", action=argparse.BooleanOptionalAction, default=None,
                         help=f"{s.help} (default: the preset's, {'on' if MINI.visited_places else 'off'})")

@@ -49,8 +49,8 @@ OUTPUT = {
     "report": Setting(bool, True, "execute the report notebook into <runs dir>/<run name>/eval.ipynb"),
 }
 SAMPLING = pick(ROLLOUT, "temperature", "top_p", "seed", "max_episode_steps", "max_trajectory_tokens",
-                "max_assistant_tokens", "include_admissible_actions", "context", "history_length", "visited_places", "engine",
-                "win_reward", "invalid_penalty")
+                "max_assistant_tokens", "include_admissible_actions", "context", "history_length", "visited_places",
+                "engine", "win_reward", "invalid_penalty")
 
 @configuration(MODEL, EVALUATION, SAMPLING, pick(DATA, "data_root"), LOGGING, OUTPUT,
                temperature=dict(default=0.01), seed=dict(default=42, help="sampling seed"),
