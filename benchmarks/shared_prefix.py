@@ -23,7 +23,7 @@ def window_arguments(doc: str) -> argparse.ArgumentParser:
     return ap
 
 
-def window_datums(base_model: str, n_games: int, group_size: int):
+def window_datums(base_model: str, n_games: int, group_size: int, rank: int = 32):
     "A local service, a LoRA training client on `base_model`, and the datums of a real window-context rollout (every turn trained)."
     from alfworld_rl.backends.service import make_service_client
     from alfworld_rl.core import user_cache_dir
@@ -35,7 +35,7 @@ def window_datums(base_model: str, n_games: int, group_size: int):
     generate_dataset(root, train=n_games, seed=21, progress=False, **SMALL_ROOM)
     games = discover_games(root, "train")[:n_games]
     svc = make_service_client("local", device="cpu")
-    tc = svc.create_lora_training_client(base_model, rank=32, seed=0)
+    tc = svc.create_lora_training_client(base_model, rank=rank, seed=0)
     batch = run_rollout(tc.save_weights_and_get_sampling_client(), tc.get_tokenizer(), games, RolloutConfig(
         group_size=group_size, max_episode_steps=8, max_assistant_tokens=48, max_trajectory_tokens=6000,
         temperature=1.0, seed=0, context="window", engine="fast"))
