@@ -62,6 +62,7 @@ def demo_episodes(root: Path) -> dict:
 
 
 def row(name: str, label: str, task: str, st: dict) -> str:
+    "One table row of `summary`'s figures."
     return (f"| {name} | {label} | {task} | {st['n']} | {st['success']:.1f} | {st['lost_with_revisit']:.1f} | "
             f"{st['revisits_per_goto']:.1f} |")
 
