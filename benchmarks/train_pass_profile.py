@@ -50,7 +50,9 @@ def main():
     events = [e for e in prof.key_averages() if e.self_cpu_time_total > 0]
     total = sum(e.self_cpu_time_total for e in events)
     shares = {}
-    for e in events: shares[kind_of(e.key)] = shares.get(kind_of(e.key), 0) + e.self_cpu_time_total
+    for e in events:
+        kind = kind_of(e.key)
+        shares[kind] = shares.get(kind, 0) + e.self_cpu_time_total
     print(f"forward + backward: {plain:.2f} s without the profiler")
     print("| kind | share of the pass |\n|---|---|")
     for k in (*KINDS, "rest"): print(f"| {k} | {100 * shares.get(k, 0) / total:.0f}% |")

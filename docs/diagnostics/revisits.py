@@ -16,22 +16,20 @@ TYPES = ("pick_and_place_simple", "look_at_obj_in_light")
 
 def revisit_count(actions) -> tuple[int, int]:
     "Admitted `go to`s of one episode that return to a place reached before, and all its admitted `go to`s; `actions` are (action, admitted)."
-    seen, back, gotos = set(), 0, 0
-    for action, admitted in actions:
-        if not (admitted and action and action.startswith("go to ")): continue
-        gotos += 1
-        back += action[6:] in seen
-        seen.add(action[6:])
-    return back, gotos
+    from alfworld_rl.rl.protocol import visited_places      # the places line's own rule of what was reached
+    places = []
+    for action, admitted in actions: places = visited_places(places, action, admitted)
+    gotos = sum(1 for action, admitted in actions if admitted and action and action.startswith("go to "))
+    return gotos - len(places), gotos
 
 
 def summary(episodes) -> dict:
     "Success, lost episodes with a revisit, and revisits per admitted `go to`, over `episodes` (won, actions) pairs."
-    lost = [a for won, a in episodes if not won]
-    counts = [revisit_count(a) for _, a in episodes]
-    return dict(n=len(episodes), success=100 * sum(w for w, _ in episodes) / max(1, len(episodes)),
-                lost_with_revisit=100 * sum(revisit_count(a)[0] > 0 for a in lost) / max(1, len(lost)),
-                revisits_per_goto=100 * sum(b for b, _ in counts) / max(1, sum(g for _, g in counts)))
+    counts = [(won, *revisit_count(a)) for won, a in episodes]
+    lost = [back for won, back, _ in counts if not won]
+    return dict(n=len(episodes), success=100 * sum(won for won, _, _ in counts) / max(1, len(episodes)),
+                lost_with_revisit=100 * sum(back > 0 for back in lost) / max(1, len(lost)),
+                revisits_per_goto=100 * sum(b for _, b, _ in counts) / max(1, sum(g for _, _, g in counts)))
 
 
 def eval_episodes(path: Path) -> dict:
