@@ -93,6 +93,7 @@ def test_result_line():
     (["--win-reward", "0"], "--win-reward must be a finite number > 0 (got 0.0)"),
     (["--invalid-penalty", "-1"], "--invalid-penalty must be a finite number >= 0 (got -1.0)"),
     (["--episodes-per-game", "0"], "--episodes-per-game must be an integer in [1, 1000] (got 0)"),
+    (["--train-games", "8"], "--train-games must be >= the games of one SFT step or PPO update (16) (got 8)"),
 ])
 def test_bad_reward_and_episode_flags_are_refused_before_any_work(flags, message, tmp_path):
     with pytest.raises(UserError) as e:

@@ -13,8 +13,8 @@ from ..core import UserError, append_jsonl, read_jsonl
 
 # %% auto #0
 __all__ = ['MINI_GAMES', 'MINI_EPISODES', 'MINI_SFT', 'MINI_PPO', 'MINI_EVAL', 'MINI', 'SMOKE', 'PRESETS', 'GAME_KEYS',
-           'MINI_FLAGS', 'MiniSettings', 'validate_settings', 'settings_from', 'MiniPaths', 'mini_data',
-           'base_model_path', 'sft_config', 'ppo_config', 'eval_config', 'run_sft_stage', 'run_ppo_stage',
+           'MINI_FLAGS', 'MiniSettings', 'validate_settings', 'settings_from', 'check_batches', 'MiniPaths',
+           'mini_data', 'base_model_path', 'sft_config', 'ppo_config', 'eval_config', 'run_sft_stage', 'run_ppo_stage',
            'run_eval_stage', 'eval_label', 'check_workers', 'run_seeds', 'run_mini', 'mini_demonstrations',
            'seed_summaries', 'mean_summary', 'mean_summaries', 'seed_table', 'plot_curves', 'before_after',
            'stage_seconds', 'rollout_quarters', 'result_line', 'cli_mini_parser', 'mini_overrides', 'cli_mini']
@@ -31,7 +31,7 @@ def _rate(default: float, what: str) -> Setting: return ROLLOUT["temperature"].b
 def _count(default: int, help: str, lo: int = 1) -> Setting: return Setting(int, default, help, integer(lo))
 
 MINI_GAMES = {       # generated once, shared by every seed
-    "train_games": _count(120, "training games"),
+    "train_games": _count(120, "training games"),   # 12 x 16 PPO draws replay 72 of them (docs/mini.md)
     "valid_games": _count(60, "games per validation split"),
     "data_seed": _count(0, "seed of the game generator", lo=0),
     "min_receptacles": _count(4, "fewest receptacles in a room"),
@@ -93,8 +93,8 @@ PRESETS = {"mini": MINI, "smoke": SMOKE}
 GAME_KEYS = (*MINI_GAMES, "task_types")
 
 # %% ../../nbs/mini/53_recipe.ipynb #ff9f5788
-MINI_FLAGS = ("seeds", "data_seed", "engine", "base_model", "win_reward", "invalid_penalty", "episodes_per_game",
-              "visited_places")   # the settings `alfworld-rl mini` takes as flags
+MINI_FLAGS = ("seeds", "data_seed", "train_games", "engine", "base_model", "win_reward", "invalid_penalty",
+              "episodes_per_game", "visited_places")   # the settings `alfworld-rl mini` takes as flags
 
 def validate_settings(s: MiniSettings) -> MiniSettings:
     "Check `s` against the rules of its settings, then across settings; `UserError(status=2)` naming the first bad one."
@@ -121,6 +121,12 @@ def settings_from(preset: str = "mini", **overrides) -> MiniSettings:
     for name in ("seeds", "task_types"):
         if name in overrides: overrides[name] = tuple(overrides[name])
     return validate_settings(dataclasses.replace(PRESETS[preset], **overrides))
+
+def check_batches(s: MiniSettings) -> None:
+    "Refuse (status 2) fewer training games than one SFT step or PPO update holds: a batch never holds a game twice."
+    most = max(s.ppo_games_per_batch, s.sft_games_per_batch)
+    if s.train_games < most:
+        raise UserError(f"--train-games must be >= the games of one SFT step or PPO update ({most}) (got {s.train_games})", status=2)
 
 # %% ../../nbs/mini/53_recipe.ipynb #4feba90f
 @dataclass
@@ -293,7 +299,7 @@ def run_seeds(s: MiniSettings, paths: MiniPaths, demos: list, workers: int, prog
 
 def run_mini(s: MiniSettings, root: str | os.PathLike, progress: bool = True, workers: int | None = None) -> MiniPaths:
     "Run (or finish) the whole mini recipe under `root`, `workers` seeds at once (default: all); returns its paths."
-    validate_settings(s)
+    validate_settings(s); check_batches(s)
     workers = check_workers(len(s.seeds) if workers is None else workers)
     paths = MiniPaths(Path(root))
     paths.root.mkdir(parents=True, exist_ok=True)
@@ -444,7 +450,7 @@ def cli_mini_parser(parser):
     parser.add_argument("--engine", default=None, choices=ENGINES, help=f"environment engine (default: the preset's, {MINI.engine})")
     parser.add_argument("--workers", type=int, default=None,
                         help="seeds run at once, each in its own process (default: all of them; 1: one after another)")
-    for name in ("base_model", "win_reward", "invalid_penalty", "episodes_per_game"):
+    for name in ("train_games", "base_model", "win_reward", "invalid_penalty", "episodes_per_game"):
         s = settings_of(MiniSettings)[name]
         parser.add_argument(flag(name), dest=name, type=s.type, default=None,
                             help=f"{s.help} (default: the preset's, {getattr(MINI, name)})")
@@ -464,6 +470,7 @@ def cli_mini(args) -> int:
     "Run `alfworld-rl mini`; returns the exit status."
     overrides = mini_overrides(args)
     s = settings_from(args.settings, **overrides)
+    check_batches(s)
     workers = check_workers(len(s.seeds) if args.workers is None else args.workers)
     try: base_model_path(s)                            # a base that is not there: refused before anything is written
     except UserError as e: raise UserError(f"--base-model: {e}", status=2) from None
