@@ -13,11 +13,12 @@ from ..core import UserError, append_jsonl, read_jsonl
 
 # %% auto #0
 __all__ = ['MINI_GAMES', 'MINI_EPISODES', 'MINI_SFT', 'MINI_PPO', 'MINI_EVAL', 'MINI', 'SMOKE', 'PRESETS', 'GAME_KEYS',
-           'MINI_FLAGS', 'MiniSettings', 'validate_settings', 'settings_from', 'check_batches', 'MiniPaths',
-           'mini_data', 'base_model_path', 'sft_config', 'ppo_config', 'eval_config', 'run_sft_stage', 'run_ppo_stage',
-           'run_eval_stage', 'eval_label', 'check_workers', 'run_seeds', 'run_mini', 'mini_demonstrations',
-           'seed_summaries', 'mean_summary', 'mean_summaries', 'seed_table', 'plot_curves', 'before_after',
-           'stage_seconds', 'rollout_quarters', 'result_line', 'cli_mini_parser', 'mini_overrides', 'cli_mini']
+           'MINI_FLAGS', 'MiniSettings', 'validate_settings', 'settings_from', 'check_batches', 'replayed_draws',
+           'MiniPaths', 'mini_data', 'base_model_path', 'sft_config', 'ppo_config', 'eval_config', 'run_sft_stage',
+           'run_ppo_stage', 'run_eval_stage', 'eval_label', 'check_workers', 'run_seeds', 'run_mini',
+           'mini_demonstrations', 'seed_summaries', 'mean_summary', 'mean_summaries', 'seed_table', 'plot_curves',
+           'before_after', 'stage_seconds', 'rollout_quarters', 'result_line', 'cli_mini_parser', 'mini_overrides',
+           'cli_mini']
 
 # %% ../../nbs/mini/53_recipe.ipynb #7ad99491
 from ..settings import Setting, configuration, settings_of, integer, check_value, flag
@@ -127,6 +128,10 @@ def check_batches(s: MiniSettings) -> None:
     most = max(s.ppo_games_per_batch, s.sft_games_per_batch)
     if s.train_games < most:
         raise UserError(f"--train-games must be >= the games of one SFT step or PPO update ({most}) (got {s.train_games})", status=2)
+
+def replayed_draws(s: MiniSettings) -> int:
+    "How many of PPO's game draws replay a game an earlier update played (0: its rollout curve is on fresh games)."
+    return max(0, s.ppo_steps * s.ppo_games_per_batch - s.train_games)   # `GameBatches` passes over every game first
 
 # %% ../../nbs/mini/53_recipe.ipynb #4feba90f
 @dataclass
