@@ -1,12 +1,13 @@
 """Seeds in turn in one process vs seeds at once in worker processes: the mini recipe's `--workers`, measured.
 
-The mini recipe's model is small (two layers, width 128), so a second torch thread inside one process speeds a
-forward pass up far less than twice, while two processes each on one core do twice the work. This script runs
-the per-seed part of the recipe (SFT, its evaluation, PPO from the SFT state, its evaluation) for two seeds on
-the same generated games, first with `workers=1` (one process, the machine's torch threads, seed after seed),
-then with `workers=2` (two spawned processes, cores / 2 threads each), and prints both wall-clock times and their
-ratio. The stages are the mini recipe's, shortened (fewer games, SFT steps and PPO updates; the same episode,
-prompt and model settings), so the ratio carries over to the full run; run it on an otherwise idle machine.
+The mini recipe's model is small (four decoder layers, under a million parameters), so a second torch thread
+inside one process speeds a forward pass up far less than twice, while two processes each on one core do twice the
+work. This script runs the per-seed part of the recipe (SFT, its evaluation, PPO from the SFT state, its
+evaluation) for two seeds on the same generated games, first with `workers=1` (one process, the machine's torch
+threads, seed after seed), then with `workers=2` (two spawned processes, cores / 2 threads each), and prints both
+wall-clock times and their ratio. The stages are the mini recipe's, shortened (fewer games, SFT steps and PPO
+updates; the same episode, prompt and model settings), so the ratio carries over to the full run; run it on an
+otherwise idle machine.
 
     uv run python benchmarks/parallel_seeds.py [--sft-steps 8] [--ppo-steps 3] [--out DIR]
 """
@@ -23,8 +24,9 @@ def main():
     import torch
     from alfworld_rl.mini import recipe as mini
     root = Path(args.out or tempfile.mkdtemp(prefix="parallel_seeds_"))
-    s = mini.settings_from("mini", seeds=[0, 1], train_games=12, valid_games=6, sft_steps=args.sft_steps,
+    s = mini.settings_from("mini", seeds=[0, 1], train_games=16, valid_games=6, sft_steps=args.sft_steps,
                            ppo_steps=args.ppo_steps)
+    mini.check_batches(s)   # 16 games: one PPO update's, the fewest its batches allow
     shared = mini.MiniPaths(root / "shared")
     mini.mini_data(s, shared, progress=False)
     demos = mini.mini_demonstrations(s, shared, progress=False)

@@ -137,8 +137,9 @@ def test_visited_places_flag_reaches_every_stage(tmp_path):
 
 
 def test_mini_defaults_are_the_measured_recipe(tmp_path):
-    "The mini's PPO is the capacity probe's: the 4-layer base, 16 games x 8 branches, 4 Adam steps, 12 updates, penalty 0.01."
+    "The mini's PPO is the capacity probe's: the 4-layer base, 16 games x 8 branches, 4 Adam steps, 12 updates, penalty 0.01; every draw a fresh game."
     s, paths = mini.MINI, mini.MiniPaths(tmp_path)
+    assert s.train_games == 240 and mini.replayed_draws(s) == 0    # the rollout curve is on games never played before
     ppo = mini.ppo_config(s, paths, 0, init_state="x")
     assert (ppo.games_per_batch, ppo.group_size, ppo.ppo_minibatches, ppo.max_steps) == (16, 8, 4, 12)
     assert (ppo.invalid_penalty, ppo.win_reward, ppo.advantage, ppo.step_return) == (0.01, 1.0, "gigpo", "all")

@@ -32,7 +32,7 @@ def _rate(default: float, what: str) -> Setting: return ROLLOUT["temperature"].b
 def _count(default: int, help: str, lo: int = 1) -> Setting: return Setting(int, default, help, integer(lo))
 
 MINI_GAMES = {       # generated once, shared by every seed
-    "train_games": _count(120, "training games"),   # 12 x 16 PPO draws replay 72 of them (docs/mini.md)
+    "train_games": _count(240, "training games"),   # 12 x 16 PPO draws, every one a game not played before (docs/mini.md)
     "valid_games": _count(60, "games per validation split"),
     "data_seed": _count(0, "seed of the game generator", lo=0),
     "min_receptacles": _count(4, "fewest receptacles in a room"),
