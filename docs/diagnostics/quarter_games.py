@@ -1,0 +1,93 @@
+"""Are the last quarter's games easier? The SFT checkpoint of each seed replayed on the games of PPO's first and last quarter.
+
+    uv run python docs/diagnostics/quarter_games.py runs/mini [--episodes-per-game 4] [--out DIR]
+
+The mini's climb (rollout success of the last quarter of PPO updates minus the first's) compares different games when
+every update draws fresh ones. This script separates how hard those games are from what PPO learned: for each seed it
+takes the training games its PPO played in updates 1-3 and in the last three updates (from the run's
+`metrics.jsonl`), and evaluates that seed's SFT checkpoint, which never changes, on both sets with the experiment's
+own evaluation settings (the first set as `valid_seen`, the last as `valid_unseen`, `--episodes-per-game` episodes
+each). If SFT wins as often on both sets, the climb is PPO's; the difference SFT shows is the part of the climb the
+games explain. Each seed runs in its own process; results go under `<out>/seed<N>/`, and a seed already evaluated is
+read back, not rerun.
+"""
+import argparse, dataclasses, json, multiprocessing, os, statistics
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+
+def quarter_games(metrics_file: Path) -> tuple[list, list]:
+    "The game ids PPO played in its first and in its last quarter of updates."
+    rows = [json.loads(line) for line in metrics_file.read_text().splitlines() if line.strip()]
+    rows = [r for r in rows if r.get("games")]
+    q = max(1, len(rows) // 4)
+    return [g for r in rows[:q] for g in r["games"]], [g for r in rows[-q:] for g in r["games"]]
+
+
+def link_games(data: Path, ids: list, split: str, root: Path) -> None:
+    "Link the files of the training games `ids` into `root`'s `split` directory, keeping their relative paths."
+    from alfworld_rl.env.data import split_dir
+    for game_id in dict.fromkeys(ids):
+        rel = game_id.split(":", 1)[1]
+        source, dest = split_dir(data, "train") / rel, split_dir(root, split) / rel
+        dest.mkdir(parents=True, exist_ok=True)        # a directory of links: the game finder does not follow linked folders
+        for f in source.iterdir():
+            if not (dest / f.name).exists(): (dest / f.name).symlink_to(f.resolve())
+
+
+def sft_sampler(exp: Path, seed: int) -> str:
+    "The sampler weights of seed `seed`'s final SFT checkpoint."
+    records = [json.loads(line) for line in (exp / "runs" / f"sft-seed{seed}" / "checkpoints.jsonl").read_text().splitlines() if line.strip()]
+    return records[-1]["sampler_path"]
+
+
+def evaluate_seed(exp: str, out: str, seed: int, episodes: int, threads: int, games: int | None = None) -> dict:
+    "SFT of `seed` on its first- and last-quarter games; the success rate of each set and the episodes behind it."
+    import torch
+    torch.set_num_threads(threads)
+    from alfworld_rl.core import read_jsonl
+    from alfworld_rl.mini import recipe as mini
+    from alfworld_rl.runs.evaluate import evaluate
+    exp, root = Path(exp), Path(out) / f"seed{seed}"
+    s = mini.settings_from("mini", **json.loads((exp / "settings.json").read_text()))
+    first, last = quarter_games(exp / "runs" / f"ppo-seed{seed}" / "metrics.jsonl")
+    if games: first, last = first[:games], last[:games]
+    link_games(exp / "data", first, "valid_seen", root / "data")
+    link_games(exp / "data", last, "valid_unseen", root / "data")
+    c = mini.eval_config(s, mini.MiniPaths(exp), f"sft-seed{seed}", sft_sampler(exp, seed))
+    c = dataclasses.replace(c, data_root=str(root / "data"), output=str(root / "sft.jsonl"), episodes_per_game=episodes,
+                            resume=(root / "sft.jsonl").exists())
+    records = read_jsonl(c.output_path())
+    if not (records and records[-1].get("type") == "summary"): evaluate(c, show_progress=False)
+    trajs = [r for r in read_jsonl(c.output_path()) if r.get("type") == "trajectory"]
+    won = {split: [bool(r["won"]) for r in trajs if r["split"] == split] for split in ("valid_seen", "valid_unseen")}
+    return dict(seed=seed, first_games=len(set(first)), last_games=len(set(last)),
+                first=statistics.fmean(won["valid_seen"]), last=statistics.fmean(won["valid_unseen"]),
+                episodes=(len(won["valid_seen"]), len(won["valid_unseen"])))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("experiment", help="a finished mini experiment directory (runs/mini)")
+    ap.add_argument("--episodes-per-game", type=int, default=4)
+    ap.add_argument("--out", default=None, help="working directory (default: <experiment>/quarter_games)")
+    ap.add_argument("--games", type=int, default=None, help="only the first N games of each quarter (a quick check)")
+    args = ap.parse_args()
+    exp = Path(args.experiment)
+    seeds = json.loads((exp / "settings.json").read_text())["seeds"]
+    out = Path(args.out or exp / "quarter_games")
+    threads = max(1, os.process_cpu_count() // len(seeds))
+    with ProcessPoolExecutor(len(seeds), mp_context=multiprocessing.get_context("spawn")) as pool:
+        results = list(pool.map(evaluate_seed, *zip(*[(str(exp), str(out), seed, args.episodes_per_game, threads, args.games) for seed in seeds])))
+    print("| seed | first-quarter games | SFT on them | last-quarter games | SFT on them | difference (points) |")
+    print("|---|---|---|---|---|---|")
+    for r in results:
+        print(f"| {r['seed']} | {r['first_games']} ({r['episodes'][0]} episodes) | {100 * r['first']:.1f}% | "
+              f"{r['last_games']} ({r['episodes'][1]} episodes) | {100 * r['last']:.1f}% | {100 * (r['last'] - r['first']):+.1f} |")
+    first, last = statistics.fmean(r["first"] for r in results), statistics.fmean(r["last"] for r in results)
+    print(f"| mean | | {100 * first:.1f}% | | {100 * last:.1f}% | {100 * (last - first):+.1f} |")
+    (out / "summary.json").write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
