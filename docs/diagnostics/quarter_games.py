@@ -17,9 +17,9 @@ from pathlib import Path
 
 
 def quarter_games(metrics_file: Path) -> tuple[list, list]:
-    "The game ids PPO played in its first and in its last quarter of updates."
-    rows = [json.loads(line) for line in metrics_file.read_text().splitlines() if line.strip()]
-    rows = [r for r in rows if r.get("games")]
+    "The game ids PPO played in its first and in its last quarter of updates (the quarters of `rollout_quarters`)."
+    from alfworld_rl.core import read_jsonl
+    rows = [r for r in read_jsonl(metrics_file) if r.get("games")]
     q = max(1, len(rows) // 4)
     return [g for r in rows[:q] for g in r["games"]], [g for r in rows[-q:] for g in r["games"]]
 
@@ -35,35 +35,30 @@ def link_games(data: Path, ids: list, split: str, root: Path) -> None:
             if not (dest / f.name).exists(): (dest / f.name).symlink_to(f.resolve())
 
 
-def sft_sampler(exp: Path, seed: int) -> str:
-    "The sampler weights of seed `seed`'s final SFT checkpoint."
-    records = [json.loads(line) for line in (exp / "runs" / f"sft-seed{seed}" / "checkpoints.jsonl").read_text().splitlines() if line.strip()]
-    return records[-1]["sampler_path"]
-
-
 def evaluate_seed(exp: str, out: str, seed: int, episodes: int, threads: int, games: int | None = None) -> dict:
-    "SFT of `seed` on its first- and last-quarter games; the success rate of each set and the episodes behind it."
+    "SFT of `seed` on its first- and last-quarter games: the evaluation's games, episodes, success rate and its standard error per set."
     import torch
     torch.set_num_threads(threads)
     from alfworld_rl.core import read_jsonl
     from alfworld_rl.mini import recipe as mini
     from alfworld_rl.runs.evaluate import evaluate
     exp, root = Path(exp), Path(out) / f"seed{seed}"
-    s = mini.settings_from("mini", **json.loads((exp / "settings.json").read_text()))
-    first, last = quarter_games(exp / "runs" / f"ppo-seed{seed}" / "metrics.jsonl")
+    s, paths = mini.settings_from("mini", **json.loads((exp / "settings.json").read_text())), mini.MiniPaths(exp)
+    first, last = quarter_games(paths.ppo_run(seed) / "metrics.jsonl")
     if games: first, last = first[:games], last[:games]
-    link_games(exp / "data", first, "valid_seen", root / "data")
-    link_games(exp / "data", last, "valid_unseen", root / "data")
-    c = mini.eval_config(s, mini.MiniPaths(exp), f"sft-seed{seed}", sft_sampler(exp, seed))
-    c = dataclasses.replace(c, data_root=str(root / "data"), output=str(root / "sft.jsonl"), episodes_per_game=episodes,
-                            resume=(root / "sft.jsonl").exists())
-    records = read_jsonl(c.output_path())
-    if not (records and records[-1].get("type") == "summary"): evaluate(c, show_progress=False)
-    trajs = [r for r in read_jsonl(c.output_path()) if r.get("type") == "trajectory"]
-    won = {split: [bool(r["won"]) for r in trajs if r["split"] == split] for split in ("valid_seen", "valid_unseen")}
-    return dict(seed=seed, first_games=len(set(first)), last_games=len(set(last)),
-                first=statistics.fmean(won["valid_seen"]), last=statistics.fmean(won["valid_unseen"]),
-                episodes=(len(won["valid_seen"]), len(won["valid_unseen"])))
+    link_games(paths.data, first, "valid_seen", root / "data")
+    link_games(paths.data, last, "valid_unseen", root / "data")
+    sft_save = mini.run_sft_stage(s, paths, seed, progress=False)     # PPO ran from it, so this only reads its record
+    output = root / "sft.jsonl"
+    c = dataclasses.replace(mini.eval_config(s, paths, f"sft-seed{seed}", sft_save["sampler_path"]), data_root=str(root / "data"),
+                            output=str(output), episodes_per_game=episodes, resume=output.exists())
+    records = read_jsonl(output)
+    if not (records and records[-1].get("type") == "summary"):
+        evaluate(c, show_progress=False)
+        records = read_jsonl(output)
+    m = records[-1]["metrics"]
+    keys = ("games", "episodes", "success_rate", "success_rate_se")
+    return dict(seed=seed, first={k: m[f"eval/valid_seen/{k}"] for k in keys}, last={k: m[f"eval/valid_unseen/{k}"] for k in keys})
 
 
 def main():
@@ -78,13 +73,17 @@ def main():
     out = Path(args.out or exp / "quarter_games")
     threads = max(1, os.process_cpu_count() // len(seeds))
     with ProcessPoolExecutor(len(seeds), mp_context=multiprocessing.get_context("spawn")) as pool:
-        results = list(pool.map(evaluate_seed, *zip(*[(str(exp), str(out), seed, args.episodes_per_game, threads, args.games) for seed in seeds])))
+        jobs = [pool.submit(evaluate_seed, str(exp), str(out), seed, args.episodes_per_game, threads, args.games) for seed in seeds]
+        results = [job.result() for job in jobs]
     print("| seed | first-quarter games | SFT on them | last-quarter games | SFT on them | difference (points) |")
     print("|---|---|---|---|---|---|")
+    cell = lambda q: f"{100 * q['success_rate']:.1f} +- {100 * q['success_rate_se']:.1f}%"
     for r in results:
-        print(f"| {r['seed']} | {r['first_games']} ({r['episodes'][0]} episodes) | {100 * r['first']:.1f}% | "
-              f"{r['last_games']} ({r['episodes'][1]} episodes) | {100 * r['last']:.1f}% | {100 * (r['last'] - r['first']):+.1f} |")
-    first, last = statistics.fmean(r["first"] for r in results), statistics.fmean(r["last"] for r in results)
+        f, l = r["first"], r["last"]
+        print(f"| {r['seed']} | {f['games']} ({f['episodes']} episodes) | {cell(f)} | {l['games']} ({l['episodes']} episodes) | "
+              f"{cell(l)} | {100 * (l['success_rate'] - f['success_rate']):+.1f} |")
+    first = statistics.fmean(r["first"]["success_rate"] for r in results)
+    last = statistics.fmean(r["last"]["success_rate"] for r in results)
     print(f"| mean | | {100 * first:.1f}% | | {100 * last:.1f}% | {100 * (last - first):+.1f} |")
     (out / "summary.json").write_text(json.dumps(results, indent=1))
 
