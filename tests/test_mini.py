@@ -1,5 +1,5 @@
 """The mini recipe end to end at its smallest settings (slow set), and its command-line checks."""
-import json, sys
+import importlib, json, sys
 from pathlib import Path
 
 import pytest
@@ -40,11 +40,11 @@ def test_bad_workers_are_refused_before_any_work(tmp_path):
     assert not (tmp_path / "y").exists()
 
 
-def _revisits_script():
-    "docs/diagnostics/revisits.py as a module."
+def _diagnostic(name: str):
+    "docs/diagnostics/<name>.py as a module."
     import importlib.util
-    path = Path(__file__).resolve().parents[1] / "docs" / "diagnostics" / "revisits.py"
-    spec = importlib.util.spec_from_file_location("revisits", path)
+    path = Path(__file__).resolve().parents[1] / "docs" / "diagnostics" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -66,7 +66,7 @@ def test_seeds_in_worker_processes(tmp_path, capsys, monkeypatch):
     assert seconds["wall"] == runs[0]["seconds"] and 0 < seconds["wall"]
     assert seconds["total"] == pytest.approx(sum(r["seconds"] for r in stages if r["stage"] != "run"))
     # docs/diagnostics/revisits.py on the real files: a row per checkpoint and task type; the expert never goes back
-    revisits = _revisits_script()
+    revisits = _diagnostic("revisits")
     assert revisits.revisit_count([("go to a 1", True), ("go to b 1", True), ("go to a 1", False), ("go to a 1", True),
                                    ("open b 1", True), ("go to b 1", True)]) == (2, 4)
     for flags, rows in (([], 5 * 2), (["--demos"], 2)):
@@ -79,7 +79,19 @@ def test_seeds_in_worker_processes(tmp_path, capsys, monkeypatch):
     for seed in (0, 1):
         config = json.loads((paths.ppo_run(seed) / "config.json").read_text())
         assert f"sft-seed{seed}" in config["init_state"]
-    mini.run_mini(s, tmp_path, progress=False, workers=2)
+    # docs/diagnostics/quarter_games.py: each seed's SFT on the games of its PPO's first and last quarter (here one update)
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "docs" / "diagnostics"))
+    quarter = importlib.import_module("quarter_games")           # importable by name: its workers are spawned processes
+    monkeypatch.setattr(sys, "argv", ["quarter_games.py", str(tmp_path), "--episodes-per-game", "2"])
+    quarter.main()
+    assert len([l for l in capsys.readouterr().out.splitlines() if l.startswith(("| 0 |", "| 1 |"))]) == 2
+    results = json.loads((tmp_path / "quarter_games" / "summary.json").read_text())
+    for r in results:
+        played = read_jsonl(paths.ppo_run(r["seed"]) / "metrics.jsonl")[0]["games"]
+        assert quarter.quarter_games(paths.ppo_run(r["seed"]) / "metrics.jsonl") == (played, played)
+        for q in ("first", "last"):
+            assert (r[q]["games"], r[q]["episodes"]) == (len(played), 2 * len(played)) and 0 <= r[q]["success_rate"] <= 1
+    mini.run_mini(s, tmp_path, progress=False, workers=2)         # the diagnostic added no stage either
     assert read_jsonl(paths.stages) == stages
 
 
