@@ -12,20 +12,21 @@ from pathlib import Path
 from ..core import UserError, append_jsonl, read_jsonl
 
 # %% auto #0
-__all__ = ['MINI_GAMES', 'MINI_EPISODES', 'MINI_SFT', 'MINI_PPO', 'MINI_EVAL', 'MINI', 'SMOKE', 'PRESETS', 'GAME_KEYS',
-           'MINI_FLAGS', 'MiniSettings', 'validate_settings', 'settings_from', 'check_batches', 'replayed_draws',
-           'MiniPaths', 'mini_data', 'base_model_path', 'sft_config', 'ppo_config', 'eval_config', 'run_sft_stage',
-           'run_ppo_stage', 'run_eval_stage', 'eval_label', 'check_workers', 'run_seeds', 'run_mini',
-           'mini_demonstrations', 'seed_summaries', 'mean_summary', 'mean_summaries', 'seed_table', 'plot_curves',
-           'before_after', 'stage_seconds', 'rollout_quarters', 'result_line', 'cli_mini_parser', 'mini_overrides',
-           'cli_mini']
+__all__ = ['MINI_GAMES', 'MINI_EPISODES', 'MINI_SFT', 'MINI_PPO', 'MINI_EVAL', 'MINI', 'SMOKE', 'OFFICIAL', 'PRESETS',
+           'GAME_KEYS', 'MINI_FLAGS', 'GREEDY_TEMPERATURE', 'MiniSettings', 'validate_settings', 'settings_from',
+           'check_batches', 'replayed_draws', 'MiniPaths', 'mini_data', 'base_model_path', 'sft_config', 'ppo_config',
+           'eval_config', 'run_sft_stage', 'run_ppo_stage', 'run_eval_stage', 'eval_label', 'check_workers',
+           'run_seeds', 'run_mini', 'mini_demonstrations', 'seed_summaries', 'mean_summary', 'mean_summaries',
+           'seed_table', 'plot_curves', 'before_after', 'stage_seconds', 'rollout_quarters', 'result_line',
+           'cli_mini_parser', 'mini_overrides', 'cli_mini']
 
 # %% ../../nbs/mini/53_recipe.ipynb #7ad99491
 from ..settings import Setting, configuration, settings_of, integer, check_value, flag
-from ..settings import MODEL, ROLLOUT, OPTIMIZER, ENGINES
+from ..settings import MODEL, DATA, SCHEDULE, ROLLOUT, OPTIMIZER, ENGINES
 from ..runs.sft import DEMONSTRATIONS
 from ..runs.train_config import ADVANTAGE, PPO
 from ..runs.evaluate import EVALUATION
+from ..env.data import TASK_TYPES
 
 def _lr(default: float, stage: str) -> Setting: return OPTIMIZER["learning_rate"].but(default=default, help=f"{stage} Adam learning rate")
 def _rate(default: float, what: str) -> Setting: return ROLLOUT["temperature"].but(default=default, help=what)
@@ -39,6 +40,8 @@ MINI_GAMES = {       # generated once, shared by every seed
     "max_receptacles": _count(5, "most receptacles in a room"),
     "distractors": _count(2, "distractor objects per room"),
     "max_plan_steps": _count(12, "longest expert plan a generated game may have"),
+    "data_root": DATA["data_root"].but(help="ALFWorld data root to copy the games from instead of generating them "
+                                            "(the official preset: $ALFWORLD_DATA or datasets/alfworld)"),
 }
 MINI_EPISODES = {    # shared by SFT prompts, PPO rollouts and evaluation
     "base_model": MODEL["base_model"].but(default="mini-base-4layers"),   # PPO transfers on 4 layers, not on 2 (docs/mini.md)
@@ -60,6 +63,7 @@ MINI_SFT = {         # behaviour cloning on searching-expert demonstrations
     "sft_steps": _count(60, "SFT steps"),
     "sft_games_per_batch": _count(4, "games per SFT step"),
     "sft_learning_rate": _lr(3e-3, "SFT"),
+    "save_every": SCHEDULE["save_every"].but(default=0, help="save SFT and PPO every N steps, so a cut run resumes there (0: only at the end)"),
 }
 MINI_PPO = {
     "ppo_steps": _count(12, "PPO updates"),
@@ -78,6 +82,9 @@ MINI_EVAL = {
     "eval_temperature": _rate(1.0, "sampling temperature of the evaluations (the rollout temperature: the policy PPO optimises)"),
     "eval_games_per_batch": _count(30, "games in flight at once during evaluation"),
     "episodes_per_game": EVALUATION["episodes_per_game"],
+    "base_episodes": Setting(int, None, "episodes per game of the base's evaluation (default: --episodes-per-game)",
+                             integer(1), optional=True),
+    "greedy_eval": Setting(bool, False, "also evaluate SFT and PPO once per game at temperature 0.01 (the reference protocol)"),
 }
 
 @configuration(MINI_GAMES, MINI_EPISODES, MINI_SFT, MINI_PPO, MINI_EVAL)
@@ -90,12 +97,16 @@ MINI = MiniSettings()
 SMOKE = MiniSettings(seeds=(0,), base_model="mini-base", ppo_minibatches=1, train_games=6, valid_games=2, max_episode_steps=6, max_assistant_tokens=24,
                      lora_rank=32, demos_per_game=2, sft_steps=2, sft_games_per_batch=3, ppo_steps=1,
                      ppo_games_per_batch=2, group_size=2, eval_games_per_batch=4)
-PRESETS = {"mini": MINI, "smoke": SMOKE}
+OFFICIAL = MiniSettings(   # ALFWorld's official games: big rooms, six task types, 50 steps (docs/official.md)
+    seeds=(0,), task_types=tuple(TASK_TYPES), train_games=1200, valid_games=140, max_episode_steps=50,
+    demos_per_game=2, sft_steps=150, sft_games_per_batch=8, save_every=2, episodes_per_game=2, base_episodes=1,
+    greedy_eval=True)
+PRESETS = {"mini": MINI, "smoke": SMOKE, "official": OFFICIAL}
 GAME_KEYS = (*MINI_GAMES, "task_types")
 
 # %% ../../nbs/mini/53_recipe.ipynb #ff9f5788
 MINI_FLAGS = ("seeds", "data_seed", "train_games", "engine", "base_model", "win_reward", "invalid_penalty",
-              "episodes_per_game", "visited_places")   # the settings `alfworld-rl mini` takes as flags
+              "episodes_per_game", "visited_places", "data_root")   # the settings `alfworld-rl mini` takes as flags
 
 def validate_settings(s: MiniSettings) -> MiniSettings:
     "Check `s` against the rules of its settings, then across settings; `UserError(status=2)` naming the first bad one."
@@ -121,7 +132,11 @@ def settings_from(preset: str = "mini", **overrides) -> MiniSettings:
     if unknown: raise UserError(f"unknown mini settings {sorted(unknown)}", status=2)
     for name in ("seeds", "task_types"):
         if name in overrides: overrides[name] = tuple(overrides[name])
-    return validate_settings(dataclasses.replace(PRESETS[preset], **overrides))
+    s = validate_settings(dataclasses.replace(PRESETS[preset], **overrides))
+    if s.data_root is not None or preset == "official":        # recorded resolved: a resume elsewhere reads the same games
+        from alfworld_rl.core import resolve_data_root
+        s = dataclasses.replace(s, data_root=str(resolve_data_root(s.data_root).resolve()))
+    return s
 
 def check_batches(s: MiniSettings) -> None:
     "Refuse (status 2) fewer training games than one SFT step or PPO update holds: a batch never holds a game twice."
@@ -152,7 +167,10 @@ class MiniPaths:
 
 # %% ../../nbs/mini/53_recipe.ipynb #a077142f
 def mini_data(s: MiniSettings, paths: MiniPaths, progress: bool = True) -> Path:
-    "Generate (or finish generating) the games of `s` under `paths.data`; returns the data root."
+    "Generate (or finish generating) the games of `s` under `paths.data`, or copy them from `s.data_root`; returns the data root."
+    if s.data_root is not None:
+        from alfworld_rl.mini.official_games import copy_games
+        return copy_games(s.data_root, paths.data, s.train_games, s.valid_games, s.data_seed, progress)
     from alfworld_rl.env.generate import generate_dataset
     return generate_dataset(paths.data, train=s.train_games, valid_seen=s.valid_games, valid_unseen=s.valid_games,
                             seed=s.data_seed, min_receptacles=s.min_receptacles, max_receptacles=s.max_receptacles,
@@ -188,7 +206,7 @@ def sft_config(s: MiniSettings, paths: MiniPaths, seed: int):
     from alfworld_rl.runs.sft import SFTConfig
     return SFTConfig(base_model=str(base_model_path(s)), data_root=str(paths.data), max_steps=s.sft_steps,
                      games_per_batch=s.sft_games_per_batch, learning_rate=s.sft_learning_rate, lora_rank=s.lora_rank,
-                     save_every=0, run_name=paths.sft_run(seed).name, output_dir=str(paths.runs), seed=seed,
+                     save_every=s.save_every, run_name=paths.sft_run(seed).name, output_dir=str(paths.runs), seed=seed,
                      swanlab_mode="disabled", max_episode_steps=s.max_episode_steps,
                      max_trajectory_tokens=s.max_trajectory_tokens, demos_per_game=s.demos_per_game,
                      max_detours=s.max_detours, rename_objects=s.rename_objects, context=s.context,
@@ -202,24 +220,28 @@ def ppo_config(s: MiniSettings, paths: MiniPaths, seed: int, init_state: str | N
                        max_episode_steps=s.max_episode_steps, max_trajectory_tokens=s.max_trajectory_tokens,
                        max_assistant_tokens=s.max_assistant_tokens, temperature=s.temperature,
                        learning_rate=s.ppo_learning_rate, ppo_epochs=s.ppo_epochs, ppo_minibatches=s.ppo_minibatches,
-                       save_every=0, run_name=paths.ppo_run(seed).name,
+                       save_every=s.save_every, run_name=paths.ppo_run(seed).name,
                        swanlab_mode="disabled", data_root=str(paths.data), lora_rank=s.lora_rank, seed=seed,
                        output_dir=str(paths.runs), init_state=init_state, context=s.context,
                        history_length=s.history_length, visited_places=s.visited_places, advantage=s.advantage,
                        advantage_norm=s.advantage_norm, gamma=s.gamma, step_return=s.step_return, engine=s.engine,
                        win_reward=s.win_reward, invalid_penalty=s.invalid_penalty)
 
-def eval_config(s: MiniSettings, paths: MiniPaths, label: str, model_path: str | None):
-    "The `EvalConfig` of checkpoint `label` (both validation splits, every game)."
+GREEDY_TEMPERATURE = 0.01     # the reference protocol's "greedy" evaluation
+
+def eval_config(s: MiniSettings, paths: MiniPaths, label: str, model_path: str | None, greedy: bool = False,
+                episodes: int | None = None):
+    "The `EvalConfig` of checkpoint `label` (both validation splits, every game); `greedy`: once per game at T = 0.01."
     from alfworld_rl.runs.evaluate import EvalConfig
     out = paths.eval_file(label)
+    episodes = 1 if greedy else (episodes or s.episodes_per_game)
     return EvalConfig(base_model=str(base_model_path(s)), model_path=model_path, split="all",
-                      concurrency=s.eval_games_per_batch, temperature=s.eval_temperature,
+                      concurrency=s.eval_games_per_batch, temperature=GREEDY_TEMPERATURE if greedy else s.eval_temperature,
                       max_episode_steps=s.max_episode_steps, max_trajectory_tokens=s.max_trajectory_tokens,
                       max_assistant_tokens=s.max_assistant_tokens, data_root=str(paths.data), output=str(out),
                       resume=out.exists(), report=False, context=s.context, history_length=s.history_length,
                       visited_places=s.visited_places, engine=s.engine, win_reward=s.win_reward,
-                      invalid_penalty=s.invalid_penalty, episodes_per_game=s.episodes_per_game)
+                      invalid_penalty=s.invalid_penalty, episodes_per_game=episodes)
 
 # %% ../../nbs/mini/53_recipe.ipynb #28250190
 def run_sft_stage(s: MiniSettings, paths: MiniPaths, seed: int, demonstrations=None, progress: bool = True) -> dict:
@@ -244,10 +266,11 @@ def run_ppo_stage(s: MiniSettings, paths: MiniPaths, seed: int, sft_state: str, 
     _log_stage(paths, "ppo", seed, time.perf_counter() - t0)
     return _final_save(c.run_dir, c.max_steps)
 
-def run_eval_stage(s: MiniSettings, paths: MiniPaths, label: str, model_path: str | None, progress: bool = True) -> Path:
+def run_eval_stage(s: MiniSettings, paths: MiniPaths, label: str, model_path: str | None, progress: bool = True,
+                   greedy: bool = False, episodes: int | None = None) -> Path:
     "Evaluate one checkpoint on every validation game (skipped when its file is complete); returns the file."
     from alfworld_rl.runs.evaluate import evaluate
-    c = eval_config(s, paths, label, model_path)
+    c = eval_config(s, paths, label, model_path, greedy, episodes)
     records = read_jsonl(c.output_path())
     if records and records[-1].get("type") == "summary": return c.output_path()
     t0 = time.perf_counter()
@@ -259,13 +282,14 @@ def run_eval_stage(s: MiniSettings, paths: MiniPaths, label: str, model_path: st
 def _games_ready(s: MiniSettings, paths: MiniPaths) -> bool:
     "Whether every split already holds the games `s` asks for."
     from alfworld_rl.env.data import discover_games
+    if s.data_root is not None: return (paths.data / "games.json").exists()
     wanted = {"train": s.train_games, "valid_seen": s.valid_games, "valid_unseen": s.valid_games}
     try: return all(len(discover_games(paths.data, split)) >= n for split, n in wanted.items())
     except UserError: return False
 
-def eval_label(stage: str, seed: int | None = None) -> str:
-    "The evaluation file name of a stage (`base`, or `sft-seed0`, `ppo-seed0`, ...)."
-    return stage if seed is None else f"{stage}-seed{seed}"
+def eval_label(stage: str, seed: int | None = None, greedy: bool = False) -> str:
+    "The evaluation file name of a stage (`base`, or `sft-seed0`, `ppo-seed0`, ...; `sft-seed0-greedy` at T = 0.01)."
+    return (stage if seed is None else f"{stage}-seed{seed}") + ("-greedy" if greedy else "")
 
 def _seed_stages(s: MiniSettings, paths: MiniPaths, seed: int, demos: list, progress: bool) -> int:
     "SFT, its evaluation, PPO from the SFT state and its evaluation, for one seed (each skipped when done)."
@@ -273,6 +297,9 @@ def _seed_stages(s: MiniSettings, paths: MiniPaths, seed: int, demos: list, prog
     run_eval_stage(s, paths, eval_label("sft", seed), sft_save["sampler_path"], progress)
     ppo_save = run_ppo_stage(s, paths, seed, sft_save["state_path"], progress)
     run_eval_stage(s, paths, eval_label("ppo", seed), ppo_save["sampler_path"], progress)
+    if s.greedy_eval:                                    # after the sampled ones: PPO starts as early as it can
+        for stage, save in (("sft", sft_save), ("ppo", ppo_save)):
+            run_eval_stage(s, paths, eval_label(stage, seed, greedy=True), save["sampler_path"], progress, greedy=True)
     return seed
 
 def _seed_worker(s: MiniSettings, root: str, seed: int, demos: list, threads: int) -> int:
@@ -310,7 +337,8 @@ def run_mini(s: MiniSettings, root: str | os.PathLike, progress: bool = True, wo
     paths.root.mkdir(parents=True, exist_ok=True)
     saved = paths.root / "settings.json"
     fixed = {k: v for k, v in json.loads(json.dumps(asdict(s))).items() if k != "seeds"}   # seeds may be added later
-    if saved.exists() and {k: v for k, v in json.loads(saved.read_text()).items() if k != "seeds"} != fixed:
+    defaults = json.loads(json.dumps(asdict(MiniSettings())))      # a setting newer than the file ran at its default
+    if saved.exists() and {k: v for k, v in {**defaults, **json.loads(saved.read_text())}.items() if k != "seeds"} != fixed:
         raise UserError(f"{root} holds a mini experiment with other settings ({saved}); use another --out-dir", status=2)
     saved.write_text(json.dumps(asdict(s), indent=1) + "\n")
     base_model_path(s)                                   # the base model must be there before any work
@@ -318,7 +346,7 @@ def run_mini(s: MiniSettings, root: str | os.PathLike, progress: bool = True, wo
     games_done = _games_ready(s, paths)
     mini_data(s, paths, progress)                        # also checks finished games against the settings
     if not games_done: _log_stage(paths, "games", None, time.perf_counter() - start)
-    run_eval_stage(s, paths, eval_label("base"), None, progress)
+    run_eval_stage(s, paths, eval_label("base"), None, progress, episodes=s.base_episodes)
     sft_left = any(not _final_save(paths.sft_run(seed), s.sft_steps) for seed in s.seeds)
     demos = mini_demonstrations(s, paths, progress) if sft_left else []
     run_seeds(s, paths, demos, workers, progress)
@@ -446,8 +474,12 @@ def result_line(headline: dict, seeds) -> str:
 
 def cli_mini_parser(parser):
     "Add the flags of `alfworld-rl mini` to `parser`."
-    parser.add_argument("--settings", default="mini", choices=tuple(PRESETS), help="preset: mini (the experiment) or smoke (tiny)")
-    parser.add_argument("--out-dir", default="runs/mini", help="directory of the experiment (default runs/mini)")
+    parser.add_argument("--settings", "--preset", dest="settings", default="mini", choices=tuple(PRESETS),
+                        help="preset: mini (the experiment), smoke (tiny) or official (ALFWorld's official games, docs/official.md)")
+    parser.add_argument("--out-dir", default=None, help="directory of the experiment (default runs/mini, or runs/official)")
+    parser.add_argument("--data-root", default=None,
+                        help="ALFWorld data root to copy the games from instead of generating them (with --settings official: "
+                             "$ALFWORLD_DATA or datasets/alfworld when not given)")
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="seeds to run (default: the preset's)")
     parser.add_argument("--data-seed", type=int, default=None,
                         help=f"seed of the game generator (default: the committed run's, {MINI.data_seed})")
@@ -474,7 +506,12 @@ def mini_overrides(args) -> dict:
 def cli_mini(args) -> int:
     "Run `alfworld-rl mini`; returns the exit status."
     overrides = mini_overrides(args)
+    if args.out_dir is None: args.out_dir = "runs/official" if args.settings == "official" else "runs/mini"
     s = settings_from(args.settings, **overrides)
+    if s.data_root is not None:                        # the games must be there before anything is written
+        from alfworld_rl.env.data import discover_games
+        try: discover_games(s.data_root, "valid_unseen")
+        except UserError as e: raise UserError(f"--data-root: {e}", status=2) from None
     check_batches(s)
     workers = check_workers(len(s.seeds) if args.workers is None else args.workers)
     try: base_model_path(s)                            # a base that is not there: refused before anything is written
