@@ -4,11 +4,12 @@
 
 # %% ../nbs/90_cli.ipynb #1cdeb7cb
 from __future__ import annotations
-import argparse, importlib, importlib.util, sys
+import argparse, importlib, importlib.util, signal, sys, threading
 from .core import UserError
 
 # %% auto #0
-__all__ = ['COMMANDS', 'available_commands', 'OneLineParser', 'build_parser', 'main']
+__all__ = ['COMMANDS', 'TERMINATED_STATUS', 'available_commands', 'OneLineParser', 'build_parser', 'main', 'end_processes',
+           'end_on_sigterm']
 
 # %% ../nbs/90_cli.ipynb #9c1e5114
 COMMANDS = {
@@ -64,10 +65,88 @@ def main(argv: list[str] | None = None) -> int:
     parser = OneLineParser(prog=f"alfworld-rl {name}", description=commands[name][1])
     getattr(mod, f"{_function(name)}_parser")(parser)
     args = parser.parse_args(rest)
-    try: return int(getattr(mod, _function(name))(args) or 0)
-    except UserError as e:
-        print(f"alfworld-rl {name}: error: {e}", file=sys.stderr)
-        return e.status
-    except KeyboardInterrupt:
-        print(f"alfworld-rl {name}: interrupted", file=sys.stderr)
-        return 130
+    with end_on_sigterm() as term:
+        try: status = int(getattr(mod, _function(name))(args) or 0)
+        except UserError as e:
+            if term.terminated: return term.finish(name)
+            print(f"alfworld-rl {name}: error: {e}", file=sys.stderr)
+            return e.status
+        except KeyboardInterrupt:
+            if term.terminated: return term.finish(name)
+            print(f"alfworld-rl {name}: interrupted", file=sys.stderr)
+            return 130
+        except Exception:
+            if term.terminated: return term.finish(name)     # e.g. a worker pool broken by the end of its workers
+            raise
+        return term.finish(name) if term.terminated else status
+
+# %% ../nbs/90_cli.ipynb #7d2a0b11
+TERMINATED_STATUS = 128 + signal.SIGTERM
+
+def _descendants() -> list:
+    "Every process this one started, and theirs."
+    import psutil
+    try: return psutil.Process().children(recursive=True)
+    except psutil.Error: return []
+
+def end_processes(procs: list, grace: float) -> None:
+    "Wait up to `grace` seconds for `procs` to exit, then kill those left."
+    import psutil
+    _, alive = psutil.wait_procs(procs, timeout=grace)
+    for p in alive:
+        try: p.kill()
+        except psutil.Error: pass
+    psutil.wait_procs(alive, timeout=5)
+
+class end_on_sigterm:
+    "Within the block a SIGTERM acts as Ctrl-C for this process and all it started; what is left `grace` s later is killed."
+    def __init__(self, grace: float = 20.0): self.grace = grace
+
+    def __enter__(self):
+        self.terminated, self.old, self.done = False, None, threading.Event()
+        if threading.current_thread() is threading.main_thread():
+            self.old = signal.signal(signal.SIGTERM, self._on_sigterm)
+        return self
+
+    def _on_sigterm(self, signum, frame):
+        if self.terminated: return                      # a second one: the watchdog is already counting
+        import psutil
+        self.terminated = True
+        procs = _descendants()
+        for p in procs:                                 # workers and kernels end at once and print nothing
+            try: p.send_signal(signal.SIGTERM)
+            except psutil.Error: pass
+        threading.Thread(target=self._watch, args=(procs,), daemon=True).start()
+        handler = signal.getsignal(signal.SIGINT)
+        if callable(handler) and getattr(handler, "__self__", None).__class__.__name__ == "deferred_interrupt":
+            handler(signal.SIGINT, frame)               # inside a write that must finish: stop right after it
+        else: raise KeyboardInterrupt                   # the command's own Ctrl-C path (also where SIGINT is ignored)
+
+    def _watch(self, procs: list) -> None:
+        "Kill what outlives the grace period; if the command has not ended after a second one, end this process."
+        end_processes(procs, self.grace)
+        if self.done.wait(self.grace): return
+        import os, shutil                               # stuck (a report client waiting on its dead kernel)
+        from alfworld_rl.output import KERNEL_DIRS
+        end_processes(_descendants(), 1.0)
+        for d in list(KERNEL_DIRS): shutil.rmtree(d, ignore_errors=True)
+        print(self.line(sys.argv[1] if len(sys.argv) > 1 else "command"), file=sys.stderr, flush=True)
+        os._exit(TERMINATED_STATUS)                     # no unwinding through the client's half-finished calls
+
+    @staticmethod
+    def line(name: str) -> str:
+        "The one line a terminated command prints."
+        return (f"alfworld-rl {name}: terminated (SIGTERM); what was saved stays: rerun the same command "
+                f"(train and eval: with --resume) to continue")
+
+    def finish(self, name: str) -> int:
+        "End what is left of the processes this one started, print the one line, return 143."
+        self.done.set()
+        end_processes(_descendants(), 1.0)              # e.g. multiprocessing's resource tracker, which ignores SIGTERM
+        print(self.line(name), file=sys.stderr, flush=True)
+        return TERMINATED_STATUS
+
+    def __exit__(self, *exc):
+        self.done.set()
+        if self.old is not None: signal.signal(signal.SIGTERM, self.old)
+        return False

@@ -8,7 +8,8 @@ import io, os, sys, tempfile
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['KERNEL_WARNINGS', 'same_file', 'is_terminal', 'tell', 'KernelEcho', 'ipc_kernel_manager', 'execute_notebook']
+__all__ = ['KERNEL_WARNINGS', 'KERNEL_DIRS', 'same_file', 'is_terminal', 'tell', 'KernelEcho', 'ipc_kernel_manager',
+           'execute_notebook']
 
 # %% ../nbs/01_output.ipynb #7cb1da5f
 def same_file(a, b) -> bool:
@@ -75,7 +76,11 @@ def ipc_kernel_manager(directory: str | os.PathLike):
         def _transport_default(self): return "ipc" if os.name == "posix" else "tcp"
         @default("ip")
         def _ip_default(self): return str(Path(directory) / "kernel") if self.transport == "ipc" else "127.0.0.1"
+        @default("connection_file")         # its HMAC key goes with the directory, not into a shared runtime folder
+        def _connection_file_default(self): return str(Path(directory) / "connection.json")
     return IPCKernelManager
+
+KERNEL_DIRS: set[str] = set()   # the folders of the kernels running now (`cli.end_on_sigterm` removes them on a forced exit)
 
 def execute_notebook(template: str | os.PathLike, output: str | os.PathLike, parameters: dict,
                      echo: bool = False) -> Path:
@@ -87,11 +92,14 @@ def execute_notebook(template: str | os.PathLike, output: str | os.PathLike, par
     os.environ["PYTHONWARNINGS"] = ",".join(w for w in (old, KERNEL_WARNINGS) if w)
     try:
         with tempfile.TemporaryDirectory(prefix="alfworld-rl-kernel-") as d:
-            pm.execute_notebook(str(template), str(output), parameters=parameters, kernel_name="python3",
-                                kernel_manager_class=ipc_kernel_manager(d),
-                                cwd=os.getcwd(), progress_bar=False, log_output=False, coalesce_streams=True,
-                                stdout_file=streams.stdout if streams else None,
-                                stderr_file=streams.stderr if streams else None)
+            KERNEL_DIRS.add(d)
+            try:
+                pm.execute_notebook(str(template), str(output), parameters=parameters, kernel_name="python3",
+                                    kernel_manager_class=ipc_kernel_manager(d),
+                                    cwd=os.getcwd(), progress_bar=False, log_output=False, coalesce_streams=True,
+                                    stdout_file=streams.stdout if streams else None,
+                                    stderr_file=streams.stderr if streams else None)
+            finally: KERNEL_DIRS.discard(d)
     finally:
         if old is None: os.environ.pop("PYTHONWARNINGS", None)
         else: os.environ["PYTHONWARNINGS"] = old

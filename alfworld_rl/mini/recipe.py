@@ -324,10 +324,9 @@ def run_seeds(s: MiniSettings, paths: MiniPaths, demos: list, workers: int, prog
     threads = max(1, os.process_cpu_count() // workers)
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         jobs = [pool.submit(_seed_worker, s, str(paths.root), seed, demos, threads) for seed in s.seeds]
-        bar = tqdm(total=len(jobs), desc=f"seeds ({workers} workers x {threads} threads)", disable=not progress)
-        for job in as_completed(jobs):
-            bar.set_postfix_str(f"seed {job.result()} done"); bar.update()
-        bar.close()
+        with tqdm(total=len(jobs), desc=f"seeds ({workers} workers x {threads} threads)", disable=not progress) as bar:
+            for job in as_completed(jobs):
+                bar.set_postfix_str(f"seed {job.result()} done"); bar.update()
 
 def run_mini(s: MiniSettings, root: str | os.PathLike, progress: bool = True, workers: int | None = None) -> MiniPaths:
     "Run (or finish) the whole mini recipe under `root`, `workers` seeds at once (default: all); returns its paths."

@@ -1,0 +1,98 @@
+"""Nothing lost, round three (issue 49): SIGTERM ends a command and every process it started, a resume never
+switches game sets. Each case runs the real command inside its temporary folder."""
+import json, os, signal, subprocess, sys, time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from alfworld_rl.core import read_jsonl
+
+CLI = str(Path(sys.executable).parent / "alfworld-rl")
+
+
+def cli(*args, cwd=None, timeout=600, **kw):
+    "Run `alfworld-rl ARGS` to the end; returns the CompletedProcess (text)."
+    return subprocess.run([CLI, *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def start(*args, cwd, ignore_sigint=False):
+    "Start `alfworld-rl ARGS` in its own session; with `ignore_sigint`, as a background shell job would (SIGINT ignored)."
+    pre = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignore_sigint else \
+          (lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    return subprocess.Popen([CLI, *map(str, args)], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, preexec_fn=pre)
+
+
+def wait_for(cond, proc, timeout=300, what=""):
+    "Poll `cond()` until true; fail if `proc` ended first or `timeout` passed."
+    t0 = time.time()
+    while not cond():
+        assert proc.poll() is None, f"the command ended before {what}: {proc.communicate()}"
+        assert time.time() - t0 < timeout, f"no {what} after {timeout} s"
+        time.sleep(0.3)
+
+
+def tree(proc) -> list:
+    "The process and every process it started, as psutil handles (taken while it runs)."
+    p = psutil.Process(proc.pid)
+    return [p, *p.children(recursive=True)]
+
+
+def terminate_and_check(proc, procs_of, timeout=120) -> str:
+    "SIGTERM the command only; it must exit 143 with one line on stderr and leave no process of its tree alive."
+    procs = procs_of()
+    os.kill(proc.pid, signal.SIGTERM)
+    try: out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL); proc.communicate()
+        raise AssertionError(f"still running {timeout} s after SIGTERM")
+    _, alive = psutil.wait_procs(procs, timeout=5)
+    leftover = [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    for p in leftover: p.kill()
+    assert proc.returncode == 143, (proc.returncode, err[-3000:])
+    assert not leftover, f"left running: {[(p.pid, p.name()) for p in leftover]}"
+    last = [l for l in err.splitlines() if l.strip()][-1]
+    assert last.startswith("alfworld-rl ") and "terminated" in last, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    return err
+
+
+# ---- 1. SIGTERM to mini with seed workers ends every worker, and the run resumes ----------------------------------
+
+@pytest.mark.parametrize("ignore_sigint", [False, True], ids=["foreground", "background-job"])
+def test_sigterm_to_mini_ends_its_seed_workers(ignore_sigint, tmp_path):
+    out = tmp_path / "mini"
+    proc = start("mini", "--settings", "smoke", "--seeds", "0", "1", "--workers", "2", "--no-report", "--out-dir", out,
+                 cwd=tmp_path, ignore_sigint=ignore_sigint)
+    wait_for(lambda: any(r["stage"] == "demonstrations" for r in read_jsonl(out / "stages.jsonl")), proc,
+             what="the demonstrations stage")
+    wait_for(lambda: len(psutil.Process(proc.pid).children()) >= 2, proc, what="the seed workers")
+    terminate_and_check(proc, lambda: tree(proc))
+    if not ignore_sigint:       # resumable as after Ctrl-C: the same command finishes the experiment
+        r = cli("mini", "--settings", "smoke", "--seeds", "0", "1", "--workers", "2", "--no-report", "--out-dir", out,
+                cwd=tmp_path)
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert "mini result:" in r.stdout
+
+
+def test_sigterm_to_generate_with_workers_leaves_nothing(tmp_path):
+    proc = start("generate", "--out", tmp_path / "games", "--train", "40", "--valid-seen", "2", "--valid-unseen", "2",
+                 "--workers", "2", cwd=tmp_path)
+    wait_for(lambda: len(psutil.Process(proc.pid).children(recursive=True)) >= 2, proc, what="the generator's workers")
+    time.sleep(2)
+    terminate_and_check(proc, lambda: tree(proc))
+
+
+def test_sigterm_to_mini_in_report_mode_ends_kernel_and_workers(tmp_path):
+    out = tmp_path / "mini"
+    import tempfile
+    from jupyter_core.paths import jupyter_runtime_dir
+    kernel_files = lambda: set(Path(tempfile.gettempdir()).glob("alfworld-rl-kernel-*")) | set(Path(jupyter_runtime_dir()).glob("kernel-*.json"))
+    before = kernel_files()
+    proc = start("mini", "--settings", "smoke", "--seeds", "0", "1", "--workers", "2", "--out-dir", out, cwd=tmp_path)
+    wait_for(lambda: any(r["stage"] == "demonstrations" for r in read_jsonl(out / "stages.jsonl")), proc, timeout=400,
+             what="the demonstrations stage")
+    wait_for(lambda: len(psutil.Process(proc.pid).children(recursive=True)) >= 3, proc, what="the kernel's seed workers")
+    terminate_and_check(proc, lambda: tree(proc))
+    assert kernel_files() <= before, kernel_files() - before     # the kernel's connection file (its HMAC key) is gone
