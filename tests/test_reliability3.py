@@ -96,3 +96,56 @@ def test_sigterm_to_mini_in_report_mode_ends_kernel_and_workers(tmp_path):
     wait_for(lambda: len(psutil.Process(proc.pid).children(recursive=True)) >= 3, proc, what="the kernel's seed workers")
     terminate_and_check(proc, lambda: tree(proc))
     assert kernel_files() <= before, kernel_files() - before     # the kernel's connection file (its HMAC key) is gone
+
+
+# ---- 2. a resume never switches game sets, and never generates games ------------------------------------------
+
+TINY_TRAIN = ["--backend", "local", "--base-model", "tiny-qwen3", "--games-per-batch", "1", "--group-size", "2",
+              "--max-episode-steps", "2", "--max-assistant-tokens", "16", "--max-trajectory-tokens", "4096",
+              "--swanlab-mode", "disabled", "--lora-rank", "4", "--no-report", "--save-every", "1"]
+
+
+def env_without_data_root():
+    return {k: v for k, v in os.environ.items() if k != "ALFWORLD_DATA"}
+
+
+def test_train_resume_from_elsewhere_keeps_its_games(small_data_root, tmp_path):
+    import shutil
+    games = tmp_path / "games"; shutil.copytree(small_data_root, games)
+    runs, elsewhere = tmp_path / "runs", tmp_path / "elsewhere"; elsewhere.mkdir()
+    first = cli("train", *TINY_TRAIN, "--max-steps", "1", "--output-dir", runs, "--run-name", "r", cwd=tmp_path,
+                env={**env_without_data_root(), "ALFWORLD_DATA": str(games)})
+    assert first.returncode == 0, first.stderr[-2000:]
+    record = json.loads((runs / "r" / "games.json").read_text())
+    assert record["data_root"] == str(games.resolve()) and record["games"] == 6
+    # resumed from another folder without $ALFWORLD_DATA: the recorded games, nothing generated there
+    again = cli("train", *TINY_TRAIN, "--max-steps", "2", "--output-dir", runs, "--run-name", "r", "--resume",
+                cwd=elsewhere, env=env_without_data_root())
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert not (elsewhere / "datasets").exists() and "generating" not in again.stdout + again.stderr
+    played = {g for r in read_jsonl(runs / "r" / "metrics.jsonl") for g in r["games"]}
+    ids = {p.parent.relative_to(games / "json_2.1.1" / "train").as_posix() for p in (games / "json_2.1.1" / "train").rglob("game.tw-pddl")}
+    assert {g.split(":", 1)[1] for g in played} <= ids
+    # the games gone: one line, status 2, nothing generated, the run's files as they were
+    games.rename(tmp_path / "moved")
+    before = (runs / "r" / "metrics.jsonl").read_text()
+    refused = cli("train", *TINY_TRAIN, "--max-steps", "3", "--output-dir", runs, "--run-name", "r", "--resume",
+                  cwd=elsewhere, env=env_without_data_root())
+    assert refused.returncode == 2, refused.stderr[-2000:]
+    lines = [l for l in refused.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and "--resume: the run trained on 6 games under" in lines[0] and "--data-root" in lines[0], lines
+    assert not (elsewhere / "datasets").exists()
+    assert (runs / "r" / "metrics.jsonl").read_text() == before
+    # --data-root naming the moved games: the same digest, so the run goes on
+    moved = cli("train", *TINY_TRAIN, "--max-steps", "3", "--output-dir", runs, "--run-name", "r", "--resume",
+                "--data-root", tmp_path / "moved", cwd=elsewhere, env=env_without_data_root())
+    assert moved.returncode == 0, moved.stderr[-2000:]
+    assert [r["step"] for r in read_jsonl(runs / "r" / "metrics.jsonl")] == [1, 2, 3]
+    # other games under --data-root: refused
+    other = tmp_path / "other"; shutil.copytree(tmp_path / "moved", other)
+    victim = next((other / "json_2.1.1" / "train").rglob("game.tw-pddl")); victim.write_text(victim.read_text() + " ")
+    switched = cli("train", *TINY_TRAIN, "--max-steps", "4", "--output-dir", runs, "--run-name", "r", "--resume",
+                   "--data-root", other, cwd=elsewhere, env=env_without_data_root())
+    assert switched.returncode == 2, switched.stderr[-2000:]
+    assert "--resume: the run trained on 6 games under" in switched.stderr
+    assert [r["step"] for r in read_jsonl(runs / "r" / "metrics.jsonl")] == [1, 2, 3]

@@ -130,14 +130,18 @@ class SFTRun(RunLifecycle):
     def open(self) -> "SFTRun":
         "Prepare the run directory, demonstrations, training client and logging (resuming if asked)."
         from alfworld_rl.env.data import GameBatches
-        from alfworld_rl.runs.train import load_training_games
+        from alfworld_rl.runs.train import load_training_games, record_games, check_recorded_games
         c = self.config
         save = self.open_run_dir()                          # every check before the first write
         seed_everything(c.seed)
+        if self.demos is None: games = load_training_games(c, self.run_dir, self.resume)
+        else:                                               # given by the caller (the mini): their games are the run's
+            games = list({t.game.id: t.game for t in self.demos}.values())
+            check_recorded_games(self.run_dir, games)
         self.start_run_files()
+        record_games(self.run_dir, games)
         self.start_client(save)
-        if self.demos is None:
-            self.demos = expert_trajectories(load_training_games(c), self.tokenizer, c, self.progress)
+        if self.demos is None: self.demos = expert_trajectories(games, self.tokenizer, c, self.progress)
         self._write_demonstrations()
         self.rows = {}                                      # game id -> the (tokens, mask) rows of its demonstrations
         for t in self.demos: self.rows.setdefault(t.game.id, []).extend(sft_rows(t))

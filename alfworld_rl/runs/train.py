@@ -19,10 +19,11 @@ from .train_config import (TrainConfig, add_train_arguments, given_settings, res
                                       save_run_config, run_started, validate_config)
 
 # %% auto #0
-__all__ = ['AUTO_GENERATE', 'RUN_FILES', 'STOP_FILE', 'split_has_games', 'check_base_model', 'load_training_games',
-           'read_checkpoints', 'checkpoint_folders', 'resume_point', 'check_run_files', 'rewind_run', 'numeric_metrics',
-           'SwanLabLog', 'make_service', 'restore_training_client', 'start_from_state', 'RunLifecycle', 'Trainer',
-           'train', 'report_template', 'forward_interrupts', 'run_report', 'cli_train_parser', 'cli_train']
+__all__ = ['AUTO_GENERATE', 'GAMES_RECORD', 'RUN_FILES', 'STOP_FILE', 'split_has_games', 'check_base_model', 'games_digest',
+           'load_training_games', 'check_recorded_games', 'record_games', 'read_checkpoints', 'checkpoint_folders',
+           'resume_point', 'check_run_files', 'rewind_run', 'numeric_metrics', 'SwanLabLog', 'make_service',
+           'restore_training_client', 'start_from_state', 'RunLifecycle', 'Trainer', 'train', 'report_template',
+           'forward_interrupts', 'run_report', 'cli_train_parser', 'cli_train']
 
 # %% ../../nbs/runs/41_train.ipynb #0064bb6a
 AUTO_GENERATE = dict(train=16, valid_seen=8, valid_unseen=8, seed=0,          # a first run's games: the two shortest
@@ -46,10 +47,38 @@ def check_base_model(config: TrainConfig) -> None:
                         f"and not downloadable). Add --base-model mini-base for an offline run (the README quick start), "
                         f"pass a local model directory, or use --backend trio", status=e.status) from None
 
-def load_training_games(config: TrainConfig) -> list:
-    "The training games of `config` (generating a small set first on the local backend when there are none)."
+GAMES_RECORD = "games.json"   # in a run directory: the resolved data root and digest of the games the run trains on
+
+def games_digest(games: list) -> str:
+    "SHA-256 over the ids and game files of `games`: the same digest means the same games, wherever they lie."
+    import hashlib
+    h = hashlib.sha256()
+    for g in sorted(games, key=lambda g: g.id):
+        h.update(g.id.encode() + b"\n"); h.update(Path(g.game_file).read_bytes())
+    return h.hexdigest()
+
+def _resumed_games(config: TrainConfig, record: dict) -> list:
+    "The games a resumed run trained on: under the recorded data root, else under today's one; refused when neither has them."
     from alfworld_rl.env.data import discover_games
+    here = resolve_data_root(config.data_root).resolve()
+    for root in dict.fromkeys([Path(record["data_root"]), here]):
+        if not split_has_games(root, config.train_split): continue
+        games = discover_games(root, config.train_split, max_games=config.max_train_games, seed=config.seed)
+        if games_digest(games) == record["digest"]: return games
+    raise UserError(f"--resume: the run trained on {record['games']} games under {record['data_root']} (digest "
+                    f"{record['digest'][:12]}), and neither that folder nor {here} holds them now; pass --data-root "
+                    f"with the folder that does (a run never switches game sets)", status=2)
+
+def load_training_games(config: TrainConfig, run_dir: Path | None = None, resume: bool = False) -> list:
+    """The training games of `config`. A fresh run on the local backend with no games generates a small set first; a
+    resume never does, and takes exactly the games recorded in `run_dir`'s `games.json` (see `record_games`)."""
+    from alfworld_rl.env.data import discover_games
+    record = _read_record(run_dir) if resume and run_dir is not None else None
+    if record: return _resumed_games(config, record)
     root = resolve_data_root(config.data_root)
+    if resume and not split_has_games(root, config.train_split):
+        raise UserError(f"--resume: no games under {root}/json_2.1.1/{config.train_split}; pass --data-root with the "
+                        f"games the run trained on (a resume never generates games)", status=2)
     if config.backend == "local" and not split_has_games(root, config.train_split):
         from alfworld_rl.env.generate import generate_dataset
         print(f"Note: no games under {root}/json_2.1.1/{config.train_split}; generating a small offline set "
@@ -57,6 +86,30 @@ def load_training_games(config: TrainConfig) -> list:
               f"of {' and '.join(AUTO_GENERATE['task_types'])}, in rooms of 4-5 receptacles).", flush=True)
         generate_dataset(root, progress=True, out_flag="--data-root", **AUTO_GENERATE)
     return discover_games(root, config.train_split, max_games=config.max_train_games, seed=config.seed)
+
+def _read_record(run_dir: Path) -> dict | None:
+    "The games record of `run_dir`, if it has one."
+    import json
+    path = Path(run_dir) / GAMES_RECORD
+    return json.loads(path.read_text()) if path.exists() else None
+
+def check_recorded_games(run_dir: Path, games: list) -> None:
+    "Refuse (one line) `games` when `run_dir` recorded other games."
+    record = _read_record(run_dir)
+    if record and games_digest(games) != record["digest"]:
+        raise UserError(f"--resume: {run_dir} trained on other games ({record['games']} under {record['data_root']}, "
+                        f"digest {record['digest'][:12]}); a run never switches game sets", status=2)
+
+def record_games(run_dir: Path, games: list) -> None:
+    "Write (once) `run_dir`'s games record: the resolved data root, the number of games and their digest."
+    import json
+    path = Path(run_dir) / GAMES_RECORD
+    if path.exists() or not games: return
+    root = Path(games[0].game_file).resolve().parents[len(Path(games[0].id.split(":", 1)[1]).parts) + 2]
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"data_root": str(root), "split": games[0].split, "games": len(games),
+                               "digest": games_digest(games)}, indent=1) + "\n")
+    tmp.rename(path)
 
 # %% ../../nbs/runs/41_train.ipynb #6ac40d2b
 def read_checkpoints(run_dir: str | os.PathLike) -> list[dict]:
@@ -335,9 +388,10 @@ class Trainer(RunLifecycle):
             from alfworld_rl.backends.local_trainer import check_checkpoint
             check_checkpoint(c.init_state, "state", "--init-state", base_model=c.base_model, rank=c.lora_rank)
         seed_everything(c.seed)
-        self.games = load_training_games(c)
+        self.games = load_training_games(c, self.run_dir, self.resume)
         self.batches = GameBatches(self.games, c.games_per_batch, seed=c.seed)
         self.start_run_files()
+        record_games(self.run_dir, self.games)
         for r in read_jsonl(self.run_dir / "metrics.jsonl"):
             for k in self.totals: self.totals[k] += r.get(f"tokens/{k}", 0)
         self.start_client(save, c.init_state)

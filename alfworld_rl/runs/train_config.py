@@ -119,7 +119,8 @@ def given_settings(args: argparse.Namespace) -> dict:
     return {**preset, **given(args, TrainConfig)}
 
 # %% ../../nbs/runs/40_train_config.ipynb #61ead434
-RESUME_MAY_CHANGE = ("max_steps", "save_every", "device", "sampler_device", "dtype", "swanlab_mode", "swanlab_project", "output_dir",
+# data_root may change: the run's games.json (their digest) guards the game set, wherever the games lie now
+RESUME_MAY_CHANGE = ("max_steps", "save_every", "data_root", "device", "sampler_device", "dtype", "swanlab_mode", "swanlab_project", "output_dir",
                      "max_requests_in_flight", "prefix_cache_gb", "gradient_checkpointing",
                      "prefill_price_per_m", "sample_price_per_m", "train_price_per_m")
 
