@@ -3,9 +3,38 @@ import os
 import pytest
 
 
+# Official games (issue 47): tests that need ALFWorld's official games take them from `--data-root DIR` or
+# $ALFWORLD_DATA (CI unpacks ../shared/alfworld's archive and sets it) and skip with one line where they are absent.
+# The variable is read here once and removed, so no other test's default data root changes with it; notebook
+# examples find the games through ALFWORLD_RL_OFFICIAL_DATA.
+OFFICIAL_DATA = os.environ.pop("ALFWORLD_DATA", None)
+if OFFICIAL_DATA: os.environ["ALFWORLD_RL_OFFICIAL_DATA"] = OFFICIAL_DATA
+
+
 def pytest_addoption(parser):
     parser.addoption("--slow", action="store_true", default=False,
                      help="also run slow tests and notebook cells flagged `#|slow`")
+    parser.addoption("--data-root", default=None,
+                     help="ALFWorld data root with the official games (default: $ALFWORLD_DATA, else datasets/alfworld)")
+
+
+def official_games_at(root) -> bool:
+    "Whether `root` holds ALFWorld's official validation games (at least 100 valid_unseen game files)."
+    from pathlib import Path
+    d = Path(root) / "json_2.1.1" / "valid_unseen"
+    return d.is_dir() and sum(1 for _ in d.rglob("game.tw-pddl")) >= 100
+
+
+@pytest.fixture(scope="session")
+def official_root(request):
+    "The data root of ALFWorld's official games; the test is skipped (one line) where there is none."
+    from pathlib import Path
+    given = request.config.getoption("--data-root") or OFFICIAL_DATA
+    root = Path(given) if given else Path(__file__).resolve().parent.parent / "datasets" / "alfworld"
+    if not official_games_at(root):
+        pytest.skip(f"official games absent at {root}: unpack ../shared/alfworld's archive and set $ALFWORLD_DATA "
+                    f"(or pass --data-root)")
+    return root.resolve()
 
 
 def run_slow(config) -> bool:

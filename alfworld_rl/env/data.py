@@ -12,7 +12,8 @@ from ..core import UserError, resolve_data_root
 
 # %% auto #0
 __all__ = ['TASK_TYPES', 'SPLITS', 'GAMES_DIR', 'ALFWORLD_RELEASE_URLS', 'Game', 'split_dir', 'game_file_problem',
-           'report_broken', 'discover_games', 'GameBatches', 'download', 'cli_download_parser', 'cli_download']
+           'report_broken', 'discover_games', 'GameBatches', 'install_archive', 'download', 'cli_download_parser',
+           'cli_download']
 
 # %% ../../nbs/env/10_data.ipynb #0d9aeb75
 TASK_TYPES = ("pick_and_place_simple", "look_at_obj_in_light", "pick_clean_then_place_in_recep",
@@ -193,17 +194,36 @@ def _fetch(url: str, dst: Path, timeout: float) -> None:
                 f.write(chunk); bar.update(len(chunk))
     os.replace(tmp, dst)
 
+def install_archive(archive, root: Path) -> None:
+    "Unpack a local archive of games (ALFWorld's release zips, or a .tar / .tar.gz / .tar.xz of a data root) into `root`."
+    import tarfile
+    archive = Path(archive)
+    if not archive.is_file(): raise UserError(f"--archive: no such file: {archive}", status=2)
+    marker = root / f".installed-{archive.name}"
+    if marker.exists(): return
+    root.mkdir(parents=True, exist_ok=True)
+    try:
+        if zipfile.is_zipfile(archive):
+            with zipfile.ZipFile(archive) as z: z.extractall(root)          # zipfile drops absolute and `..` parts
+        elif tarfile.is_tarfile(archive):
+            with tarfile.open(archive) as t: t.extractall(root, filter="data")   # refuses members that leave `root`
+        else: raise UserError(f"--archive: {archive} is neither a zip nor a tar archive", status=2)
+    except (OSError, zipfile.BadZipFile, tarfile.TarError) as e:
+        raise UserError(f"--archive: unpacking {archive} failed ({e}); fix it and run the command again") from None
+    marker.write_text(str(archive.resolve()) + "\n")
+
 def download(data_dir=None, *, urls=ALFWORLD_RELEASE_URLS, connect_timeout: float = 5.0,
-             read_timeout: float = 60.0) -> Path:
-    "Put ALFWorld's official games and logic files in the data root; resumable; returns the root."
+             read_timeout: float = 60.0, archives=()) -> Path:
+    "Put ALFWorld's official games and logic files in the data root (from GitHub, or from local `archives`); resumable; returns the root."
     root = resolve_data_root(data_dir)
-    for url in urls:
+    for archive in archives: install_archive(archive, root)
+    for url in ([] if archives else urls):
         why = _reachable(url, connect_timeout)
         if why:
             raise UserError(f"cannot reach {urlparse(url).hostname} to download ALFWorld's games ({why}). "
                             f"Offline, write procedural games instead: `alfworld-rl generate --out {root}`")
     root.mkdir(parents=True, exist_ok=True)
-    for url in urls:
+    for url in ([] if archives else urls):
         name = url.rsplit("/", 1)[1]
         marker = root / f".downloaded-{name}"
         if marker.exists(): continue
@@ -217,7 +237,8 @@ def download(data_dir=None, *, urls=ALFWORLD_RELEASE_URLS, connect_timeout: floa
         marker.write_text(url + "\n")
     spec_dir = Path(__import__("importlib.util").util.find_spec("alfworld").submodule_search_locations[0])
     (root / "logic").mkdir(exist_ok=True)
-    for f in ("alfred.pddl", "alfred.twl2"): shutil.copyfile(spec_dir / "data" / f, root / "logic" / f)
+    for f in ("alfred.pddl", "alfred.twl2"):
+        if not (root / "logic" / f).is_file(): shutil.copyfile(spec_dir / "data" / f, root / "logic" / f)
     return root
 
 # %% ../../nbs/env/10_data.ipynb #2d22f750
@@ -226,12 +247,17 @@ def cli_download_parser(parser) -> None:
     parser.add_argument("--data-dir", default=None,
                         help="where to put the games (default: $ALFWORLD_DATA, else datasets/alfworld)")
     parser.add_argument("--connect-timeout", type=float, default=5.0, help="seconds to wait for GitHub (default 5)")
+    parser.add_argument("--archive", action="append", default=[], metavar="FILE",
+                        help="install from a local archive instead of GitHub: ALFWorld's release zips or a .tar.xz of a "
+                             "data root (repeat for several); no network needed")
 
 def cli_download(args) -> int:
     "Run `alfworld-rl download`."
     if not 0 < args.connect_timeout < float("inf"):     # also refuses nan
         raise UserError(f"--connect-timeout must be a finite number > 0, got {args.connect_timeout}", status=2)
-    root = download(args.data_dir, connect_timeout=args.connect_timeout)
+    for a in args.archive:                              # every archive checked before anything is unpacked
+        if not Path(a).is_file(): raise UserError(f"--archive: no such file: {a}", status=2)
+    root = download(args.data_dir, connect_timeout=args.connect_timeout, archives=args.archive)
     for split in SPLITS:
         print(f"{split}: {len(discover_games(root, split))} games")
     print(f"ALFWorld data in {root}")

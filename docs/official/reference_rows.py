@@ -84,9 +84,9 @@ def base_row(name: str, root: Path, out_dir: Path, limit) -> dict:
 def table(rows: dict) -> str:
     "Markdown: one line per player, success per split and per task type (both splits)."
     types = sorted({t for r in rows.values() for t in r["all"]["by_type"]})
-    short = {t: t.replace("pick_", "").replace("_then_place_in_recep", "").replace("_and_place", "").replace("_simple", "")
-             for t in types}
-    head = "| player | valid_seen % | valid_unseen % | all 274 % | " + " | ".join(short[t] for t in types) + " |"
+    short = {"pick_and_place_simple": "pick", "look_at_obj_in_light": "look", "pick_clean_then_place_in_recep": "clean",
+             "pick_heat_then_place_in_recep": "heat", "pick_cool_then_place_in_recep": "cool", "pick_two_obj_and_place": "pick two"}
+    head = "| player | valid_seen % | valid_unseen % | all 274 % | " + " | ".join(short.get(t, t) for t in types) + " |"
     lines = [head, "|" + "---|" * (4 + len(types))]
     for name, r in rows.items():
         cells = [f"{r[s]['success']:.1f}" for s in (*SPLITS, "all")] + [f"{r['all']['by_type'].get(t, 0):.1f}" for t in types]

@@ -1,0 +1,104 @@
+"""What the lost episodes of an evaluation did: how far each got, and how it spent its steps.
+
+    uv run python docs/official/lost_episodes.py EVAL.jsonl [more evaluation files] [--split valid_seen]
+
+Every lost episode gets the first of these stages it did not pass (from its admitted commands and observations, and
+the task's object and receptacle in `traj_data.json`'s `pddl_params`):
+
+    babbling       half or more of its commands were not admissible (malformed or not on the list)
+    never saw      the task's object never appeared in an observation (the search failed)
+    saw, no take   it saw the object but never took one
+    no transform   clean / heat / cool tasks: took it but never cleaned / heated / cooled it
+    no lamp        look tasks: held it but never used a desk lamp
+    not placed     took it (and transformed it) but never put it in or on the task's receptacle
+    placed, lost   put one where it belongs but still lost (the second object of a pick-two task, mostly)
+
+and, over all its steps: the share of admitted `go to`s that went back to a place already visited (revisits), and
+the share of steps that repeat the command of one or two steps before (loops). Use `--split` to keep one split; pass
+several files (one per seed or checkpoint) to pool them.
+"""
+import argparse, json, re, sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+STAGES = ("babbling", "never saw", "saw, no take", "no transform", "no lamp", "not placed", "placed, lost")
+SHORT = {"pick_and_place_simple": "pick", "look_at_obj_in_light": "look", "pick_clean_then_place_in_recep": "clean",
+         "pick_heat_then_place_in_recep": "heat", "pick_cool_then_place_in_recep": "cool", "pick_two_obj_and_place": "pick two"}
+VERB = {"pick_clean_then_place_in_recep": "clean", "pick_heat_then_place_in_recep": "heat",
+        "pick_cool_then_place_in_recep": "cool"}
+
+
+def task_targets(game_file: str) -> tuple[str, str]:
+    "The task's object and receptacle words as the game text writes them (`alarmclock`, `countertop`)."
+    params = json.loads((Path(game_file).parent / "traj_data.json").read_text())["pddl_params"]
+    return params["object_target"].lower(), params["parent_target"].lower()
+
+
+def stage_of(r: dict) -> str:
+    "The first stage a lost episode did not pass."
+    steps = r["steps"]
+    if not steps or sum(bool(s.get("admissible")) for s in steps) * 2 <= len(steps): return "babbling"
+    obj, recep = task_targets(r["game_file"])
+    ok = [s for s in steps if s.get("admissible")]
+    said = lambda pattern: any(re.match(pattern, s["action"] or "") for s in ok)
+    seen = any(re.search(rf"\b{obj} \d+", s.get("observation") or "") for s in steps)
+    seen = seen or any(re.search(rf"\b{obj} \d+", m.get("content", "")) for m in r.get("messages", [])[:3]
+                       if isinstance(m, dict) and isinstance(m.get("content"), str))
+    if not said(rf"take {obj} \d+ from "):
+        return "saw, no take" if seen else "never saw"
+    verb = VERB.get(r["task_type"])
+    if verb and not said(rf"{verb} {obj} \d+ with "): return "no transform"
+    if r["task_type"] == "look_at_obj_in_light":
+        return "no lamp" if not said(r"use desklamp \d+") else "placed, lost"
+    if not said(rf"(put|move) {obj} \d+ (in|on|in/on|to) {recep} \d+"): return "not placed"
+    return "placed, lost"
+
+
+def habits(r: dict) -> tuple[int, int, int, int]:
+    "Revisiting `go to`s, admitted `go to`s, steps repeating one of the two commands before, steps."
+    seen_places, back, gotos, loops = set(), 0, 0, 0
+    actions = [s.get("action") for s in r["steps"]]
+    for i, s in enumerate(r["steps"]):
+        a = s.get("action") or ""
+        if i and a in actions[max(0, i - 2):i]: loops += 1
+        if s.get("admissible") and a.startswith("go to "):
+            gotos += 1
+            if a in seen_places: back += 1
+            seen_places.add(a)
+    return back, gotos, loops, len(actions)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("files", nargs="+", help="evaluation JSONL files")
+    ap.add_argument("--split", default=None, help="keep one split (valid_seen or valid_unseen)")
+    a = ap.parse_args(argv)
+    per_type, won, n = defaultdict(Counter), Counter(), Counter()
+    back = gotos = loops = steps = lost = 0
+    for f in a.files:
+        for line in Path(f).read_text().splitlines():
+            r = json.loads(line)
+            if r.get("type") != "trajectory" or (a.split and r["split"] != a.split): continue
+            t = r["task_type"]; n[t] += 1
+            if r["won"]: won[t] += 1; continue
+            lost += 1; per_type[t][stage_of(r)] += 1
+            b, g, l, s = habits(r); back += b; gotos += g; loops += l; steps += s
+    if not sum(n.values()): sys.exit("no trajectories in " + ", ".join(a.files))
+    print("| task type | episodes | won % | " + " | ".join(STAGES) + " |")
+    print("|" + "---|" * (3 + len(STAGES)))
+    total = Counter()
+    for t in sorted(n):
+        total.update(per_type[t])
+        lost_t = max(1, n[t] - won[t])
+        print(f"| {SHORT.get(t, t)} | {n[t]} | {100 * won[t] / n[t]:.1f} | " +
+              " | ".join(f"{100 * per_type[t][s] / lost_t:.0f}" for s in STAGES) + " |")
+    print(f"| all | {sum(n.values())} | {100 * sum(won.values()) / sum(n.values()):.1f} | " +
+          " | ".join(f"{100 * total[s] / max(1, lost):.0f}" for s in STAGES) + " |")
+    print(f"\n(stage columns: % of the lost episodes) lost episodes: {lost}; their admitted go-tos that revisit a place: "
+          f"{100 * back / max(1, gotos):.0f}% of {gotos}; their steps repeating one of the two commands before: "
+          f"{100 * loops / max(1, steps):.0f}% of {steps}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
