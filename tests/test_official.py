@@ -150,3 +150,20 @@ def test_official_recipe_smallest(official_root, tmp_path):
     assert len(read_jsonl(paths.ppo_run(0) / "checkpoints.jsonl")) == 1        # saved every 2 updates: at update 2
     again = mini.run_mini(s, tmp_path / "official", progress=False)            # finished: nothing redone
     assert [r["stage"] for r in read_jsonl(again.stages)].count("ppo") == 1
+
+
+# ---- a checkpoint names a shipped base by its name -----------------------------------------------------------
+
+def test_checkpoints_name_a_shipped_base_by_its_name(tmp_path):
+    from alfworld_rl.backends.service import make_service_client
+    from alfworld_rl.backends.tiny_model import shipped_model_path
+    with make_service_client("local", device="cpu", checkpoint_root=tmp_path / "ckpt") as svc:
+        tc = svc.create_lora_training_client(str(shipped_model_path("mini-base")), rank=4, seed=0)   # given by its directory
+        paths = [tc.save_weights_for_sampler("s").result().path, tc.save_state("t").result().path]
+    for path in paths:
+        names = [f.name for f in Path(path).iterdir()]
+        assert "README.md" not in names, names
+        assert json.loads((Path(path) / "adapter_config.json").read_text())["base_model_name_or_path"] == "mini-base"
+        meta = Path(path) / ("sampler.json" if "sampler.json" in names else "trainer_state.json")
+        assert json.loads(meta.read_text())["base_model"] == "mini-base"
+        assert str(tmp_path) not in (Path(path) / "adapter_config.json").read_text()

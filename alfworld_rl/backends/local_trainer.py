@@ -23,8 +23,8 @@ from .local_models import backbone_and_head, load_causal_lm, same_device
 # %% auto #0
 __all__ = ['SUPPORTED_LOSSES', 'LORA_ATTN', 'LORA_MLP', 'LORA_ROUTERS', 'NAME_RE', 'token_losses', 'target_logprobs',
            'common_prefix_length', 'backbone_hidden', 'decoder_linears', 'lora_targets', 'add_lora', 'checkpoint_name',
-           'read_checkpoint_info', 'checkpoint_problem', 'check_checkpoint', 'same_base_model', 'load_sampler_model',
-           'agreement_metrics', 'sampling_snapshot', 'LocalTrainingClient']
+           'read_checkpoint_info', 'checkpoint_problem', 'check_checkpoint', 'portable_base_name', 'same_base_model',
+           'load_sampler_model', 'agreement_metrics', 'sampling_snapshot', 'LocalTrainingClient']
 
 # %% ../../nbs/backends/35_local_trainer.ipynb #e8c0016f
 SUPPORTED_LOSSES = ("cross_entropy", "importance_sampling", "ppo", "cispo")
@@ -239,6 +239,15 @@ def check_checkpoint(path: str | Path, kind: str, flag: str, base_model: str | N
     return info
 
 # %% ../../nbs/backends/35_local_trainer.ipynb #0ea432cc
+def portable_base_name(base_model: str) -> str:
+    "The shipped name (`mini-base-4layers`) of a base model given by its directory; any other name unchanged."
+    from alfworld_rl.backends.local_models import SHIPPED_MODELS, shipped_model_path
+    p = Path(str(base_model)).expanduser()
+    if base_model in SHIPPED_MODELS or not p.is_dir(): return base_model
+    for name in SHIPPED_MODELS:
+        if shipped_model_path(name).resolve() == p.resolve(): return name
+    return base_model
+
 def same_base_model(a: str, b: str) -> bool:
     "Whether base-model names `a` and `b` are the same model: equal, or resolving to the same local directory (no download)."
     from alfworld_rl.backends.local_models import resolve_model_path, TINY_MODEL_NAME, SHIPPED_MODELS
@@ -424,13 +433,18 @@ class _OptimizerOps:
 class _CheckpointOps:
     "Saving and loading adapters, optimizer state and step."
     def _save_adapter(self, out: Path) -> None:
-        "Write the adapter weights and config into `out`."
+        "Write the adapter weights and config into `out`, naming a shipped base by its name, without PEFT's empty model card."
         out.mkdir(parents=True, exist_ok=True)
         self.peft.save_pretrained(str(out), save_embedding_layers=False)
+        config = out / "adapter_config.json"
+        cfg = json.loads(config.read_text(encoding="utf-8"))
+        cfg["base_model_name_or_path"] = portable_base_name(cfg.get("base_model_name_or_path") or self.base_model)
+        config.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+        (out / "README.md").unlink(missing_ok=True)
 
     def _lora_info(self) -> dict:
         "The settings a checkpoint records."
-        return {"base_model": self.base_model, "rank": self.lora.rank, "alpha": self.lora.alpha, "seed": self.seed,
+        return {"base_model": portable_base_name(self.base_model), "rank": self.lora.rank, "alpha": self.lora.alpha, "seed": self.seed,
                 "target_modules": self.lora.target_modules, "train_mlp": self.lora.train_mlp,
                 "train_attn": self.lora.train_attn, "train_unembed": self.lora.train_unembed}
 
@@ -467,7 +481,7 @@ class _CheckpointOps:
         info = read_checkpoint_info(path, "state")
         mine = self._lora_info()
         for k in ("base_model", "rank", "target_modules"):
-            if info[k] != mine[k]:
+            if info[k] != mine[k] and not (k == "base_model" and same_base_model(info[k], mine[k])):
                 raise ValidationError(f"checkpoint {path} has {k}={info[k]!r}, this client {mine[k]!r}",
                                       code="validation.checkpoint_mismatch")
         p = Path(path).expanduser()
