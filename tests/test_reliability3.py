@@ -149,3 +149,24 @@ def test_train_resume_from_elsewhere_keeps_its_games(small_data_root, tmp_path):
     assert switched.returncode == 2, switched.stderr[-2000:]
     assert "--resume: the run trained on 6 games under" in switched.stderr
     assert [r["step"] for r in read_jsonl(runs / "r" / "metrics.jsonl")] == [1, 2, 3]
+
+
+# ---- 4. a budget smaller than the first prompt: one line naming the flag, nothing written ------------------------
+
+TINY_EVAL = ["--backend", "local", "--base-model", "mini-base", "--max-episode-steps", "2", "--max-assistant-tokens", "16",
+             "--games-per-batch", "1", "--no-report"]
+
+
+def test_budget_below_the_first_prompt_is_refused(small_data_root, tmp_path):
+    out = tmp_path / "e" / "eval.jsonl"
+    r = cli("eval", *TINY_EVAL, "--max-trajectory-tokens", "100", "--data-root", small_data_root, "--output", out,
+            cwd=tmp_path)
+    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    assert r.returncode == 2 and len(lines) == 1, r.stderr[-2000:]
+    assert "--max-trajectory-tokens must be >= " in lines[0] and "tokens) and one reply" in lines[0], lines
+    assert not out.exists()
+    t = cli("train", *TINY_TRAIN, "--max-trajectory-tokens", "100", "--max-steps", "1",
+            "--data-root", small_data_root, "--output-dir", tmp_path / "runs", "--run-name", "r", cwd=tmp_path)
+    lines = [l for l in t.stderr.splitlines() if l.strip()]
+    assert t.returncode == 2 and len(lines) == 1 and "--max-trajectory-tokens must be >= " in lines[0], t.stderr[-2000:]
+    assert not (tmp_path / "runs" / "r" / "config.json").exists()

@@ -10,7 +10,8 @@ from . import protocol as P
 # %% auto #0
 __all__ = ['CONTEXTS', 'STOP_REASONS', 'WIN_REWARD', 'INVALID_PENALTY', 'ROLLOUT_CONTEXT', 'RolloutConfig', 'sample_seed',
            'anchor_state', 'StepRecord', 'Trajectory', 'trajectory_reward', 'is_invalid', 'step_reward',
-           'is_degenerate_group', 'step_advantage', 'RolloutBatch', 'rollout_games', 'run_sync', 'run_rollout']
+           'is_degenerate_group', 'step_advantage', 'RolloutBatch', 'rollout_games', 'run_sync', 'run_rollout',
+           'first_prompt_length', 'check_first_prompt']
 
 # %% ../../nbs/rl/21_rollout.ipynb #b62942a6
 from ..settings import ROLLOUT, configuration, check_settings, check_turn_budget
@@ -444,3 +445,24 @@ def run_sync(coro):
 def run_rollout(sampling_client, tokenizer, games, config: RolloutConfig, progress=None, env_factory=None) -> RolloutBatch:
     "Synchronous `rollout_games`."
     return run_sync(rollout_games(sampling_client, tokenizer, games, config, progress=progress, env_factory=env_factory))
+
+# %% ../../nbs/rl/21_rollout.ipynb #c8e2f3b1
+def first_prompt_length(game, tokenizer, config: RolloutConfig) -> int:
+    "Tokens of `game`'s first prompt under `config` (its context, admissible list, step limit), as a rollout renders it."
+    factory = _env_factory_default(config.engine)
+    with factory(game, 1, config.max_episode_steps) as env: start = list(env.reset())[0]
+    make = P.window_messages if config.context == "window" else P.initial_messages
+    places = dict(visited=[]) if config.context == "window" and config.visited_places else {}
+    return len(P.render_prompt(tokenizer, make(start.task, start.observation, start.admissible_commands,
+                                               max_steps=config.max_episode_steps,
+                                               include_admissible=config.include_admissible_actions, **places)))
+
+def check_first_prompt(games, tokenizer, config: RolloutConfig) -> None:
+    "Refuse (one line, status 2) a token budget that cannot hold the first prompt of the first game and one reply."
+    if not games: return
+    n = first_prompt_length(games[0], tokenizer, config)
+    need = n + config.max_assistant_tokens + len(P.turn_template(tokenizer).closing)
+    if need > config.max_trajectory_tokens:
+        raise UserError(f"--max-trajectory-tokens must be >= {need} to hold the first prompt of {games[0].id} ({n} tokens) "
+                        f"and one reply of --max-assistant-tokens {config.max_assistant_tokens} (got "
+                        f"{config.max_trajectory_tokens})", status=2)

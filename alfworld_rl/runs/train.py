@@ -390,6 +390,11 @@ class Trainer(RunLifecycle):
         seed_everything(c.seed)
         self.games = load_training_games(c, self.run_dir, self.resume)
         self.batches = GameBatches(self.games, c.games_per_batch, seed=c.seed)
+        if c.backend == "local":                  # a budget no first prompt fits: one line, before the first write
+            from alfworld_rl.rl.rollout import check_first_prompt, RolloutConfig
+            from alfworld_rl.backends.local_models import load_tokenizer
+            from alfworld_rl.settings import project
+            check_first_prompt(self.games, load_tokenizer(c.base_model), project(RolloutConfig, c))
         self.start_run_files()
         record_games(self.run_dir, self.games)
         for r in read_jsonl(self.run_dir / "metrics.jsonl"):
