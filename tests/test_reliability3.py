@@ -170,3 +170,30 @@ def test_budget_below_the_first_prompt_is_refused(small_data_root, tmp_path):
     lines = [l for l in t.stderr.splitlines() if l.strip()]
     assert t.returncode == 2 and len(lines) == 1 and "--max-trajectory-tokens must be >= " in lines[0], t.stderr[-2000:]
     assert not (tmp_path / "runs" / "r" / "config.json").exists()
+
+
+# ---- 5. games whose `solvable` is missing or not a boolean: kept as ALFWorld keeps them, the rest listed ---------
+
+def test_solvable_values_and_symlinked_folders_follow_alfworld(small_data_root, tmp_path, capsys):
+    import shutil
+    from alfworld_rl.env.data import discover_games
+    root = tmp_path / "root"; shutil.copytree(small_data_root, root)
+    split = root / "json_2.1.1" / "train"
+    files = sorted(split.rglob("game.tw-pddl"))
+    for f, value in zip(files, ["<missing>", "True", 1, False]):
+        d = json.loads(f.read_text())
+        if value == "<missing>": d.pop("solvable")
+        else: d["solvable"] = value
+        f.write_text(json.dumps(d))
+    outside = tmp_path / "outside"; shutil.copytree(files[4].parent.parent, outside / files[4].parent.parent.name)
+    shutil.rmtree(files[4].parent.parent)
+    os.symlink(outside / files[4].parent.parent.name, files[4].parent.parent)   # a task folder that is a symlink
+    broken = []
+    games = discover_games(root, "train", broken=broken)
+    kept = {Path(g.game_file).parent for g in games}
+    assert files[1].parent in kept and files[2].parent in kept and files[4].parent in kept     # "True", 1, symlinked
+    assert files[0].parent not in kept and files[3].parent not in kept
+    assert [why for _, why in broken] == ["game.tw-pddl has no solvable key (ALFWorld skips it)",
+                                          "unsolvable (solvable: False; ALFWorld skips it)"]
+    err = capsys.readouterr().err
+    assert "left out 2 broken game(s) of train" in err and "no solvable key" in err

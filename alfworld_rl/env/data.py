@@ -86,8 +86,10 @@ def _read_game(trial: Path, rel: str) -> tuple[str | None, str | None]:
     if traj["task_type"] not in TASK_TYPES: return None, None
     why = game_file_problem(game_file)
     if why: return None, why
-    if json.loads(game_file.read_text(encoding="utf-8")).get("solvable") is not True: return None, None
-    return traj["task_type"], None
+    data = json.loads(game_file.read_text(encoding="utf-8"))
+    if "solvable" not in data: return None, "game.tw-pddl has no solvable key (ALFWorld skips it)"
+    if not data["solvable"]: return None, f"unsolvable (solvable: {data['solvable']!r}; ALFWorld skips it)"
+    return traj["task_type"], None             # ALFWorld keeps any true value ("True", 1) as solvable
 
 def report_broken(split: str, broken: list[tuple[str, str]], file=None) -> None:
     "Print the broken games of `split` on stderr, each with the reason."
@@ -104,8 +106,11 @@ def discover_games(data_root, split: str, *, max_games: int | None = None, seed:
         raise UserError(f"max_games must be an integer >= 1 (or None for all), got {max_games!r}", status=2)
     d = split_dir(data_root, split)
     if not d.is_dir(): raise _no_games(d, "no games: the directory does not exist:")
-    games, bad = [], []
-    for dirpath, dirnames, filenames in os.walk(d):
+    games, bad, seen = [], [], set()
+    for dirpath, dirnames, filenames in os.walk(d, followlinks=True):    # symlinked task or trial folders count too
+        real = os.path.realpath(dirpath)
+        if real in seen: dirnames[:] = []; continue                      # a link back into the tree: once only
+        seen.add(real)
         dirnames.sort()
         if "traj_data.json" not in filenames and "game.tw-pddl" not in filenames: continue
         trial = Path(dirpath)
