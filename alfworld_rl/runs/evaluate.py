@@ -378,6 +378,10 @@ def _evaluate(c: EvalConfig, sampling_client=None, tokenizer=None, show_progress
         try: new = _run_sync(evaluate_games(sampling_client, tokenizer, todo, c, progress))
         finally: bar.close()
     else: new = []
+    held = sum(1 for r in read_jsonl(out) if r.get("type") == "trajectory") if out.exists() else 0
+    if held < len(old) + len(new):                   # the file was deleted or replaced while the games ran
+        raise UserError(f"{out} holds {held} of the evaluation's {len(old) + len(new)} episodes: it was deleted or "
+                        f"replaced during the run; no summary written (run the evaluation again)")
     summary = with_broken_games(summary_record(c, old + new), c, broken)
     append_jsonl(out, summary)
     report_env_errors(old + new, out)

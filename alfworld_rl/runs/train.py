@@ -300,6 +300,9 @@ class RunLifecycle:
         """Append `record` to `metrics.jsonl` (and each `also` record to its file), send it to SwanLab and save when due,
         as one uninterruptible unit; tick the bar."""
         c, step = self.config, record["step"]
+        if not (self.run_dir / "config.json").is_file():   # deleted or moved under us: never recreate it half-empty
+            raise UserError(f"the run directory {self.run_dir} lost its config.json during the run (deleted or moved?); "
+                            f"stopped before writing {self.unit} {step}, which is not saved")
         with deferred_interrupt():           # a Ctrl-C here waits until the records and their save are all written
             append_jsonl(self.run_dir / "metrics.jsonl", record)
             for name, rec in (also or {}).items(): append_jsonl(self.run_dir / name, rec)
