@@ -8,8 +8,8 @@ import argparse, importlib, importlib.util, signal, sys, threading
 from .core import UserError
 
 # %% auto #0
-__all__ = ['COMMANDS', 'TERMINATED_STATUS', 'available_commands', 'OneLineParser', 'build_parser', 'main', 'end_processes',
-           'end_on_sigterm']
+__all__ = ['COMMANDS', 'TERMINATED_STATUS', 'available_commands', 'OneLineParser', 'build_parser', 'first_leaf', 'main',
+           'end_processes', 'end_on_sigterm']
 
 # %% ../nbs/90_cli.ipynb #9c1e5114
 COMMANDS = {
@@ -52,6 +52,15 @@ def build_parser(commands=None) -> OneLineParser:
     for name, (_, help_) in commands.items(): sub.add_parser(name, help=help_, add_help=False)
     return p
 
+def first_leaf(error: BaseException) -> BaseException:
+    "The first `UserError` or `KeyboardInterrupt` inside (nested) exception groups; `error` itself when there is none."
+    found = error
+    while isinstance(found, BaseExceptionGroup):
+        inner = [e for e in found.exceptions if isinstance(e, (UserError, KeyboardInterrupt, BaseExceptionGroup))]
+        if not inner: return error
+        found = inner[0]
+    return found
+
 def main(argv: list[str] | None = None) -> int:
     "Entry point of the `alfworld-rl` console script."
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -75,6 +84,16 @@ def main(argv: list[str] | None = None) -> int:
             if term.terminated: return term.finish(name)
             print(f"alfworld-rl {name}: interrupted", file=sys.stderr)
             return 130
+        except BaseExceptionGroup as group:             # asyncio task groups wrap the one-line errors of their tasks
+            if term.terminated: return term.finish(name)
+            leaf = first_leaf(group)
+            if isinstance(leaf, UserError):
+                print(f"alfworld-rl {name}: error: {leaf}", file=sys.stderr)
+                return leaf.status
+            if isinstance(leaf, KeyboardInterrupt):
+                print(f"alfworld-rl {name}: interrupted", file=sys.stderr)
+                return 130
+            raise
         except Exception:
             if term.terminated: return term.finish(name)     # e.g. a worker pool broken by the end of its workers
             raise
