@@ -10,8 +10,9 @@ from pathlib import Path
 from .pretrain import MODEL_SIZE_KEYS, build_model, count_parameters, pretrain_base_model
 
 # %% auto #0
-__all__ = ['LATER_STAGE_KEYS', 'MAX_LAYERS', 'BaseSettings', 'stage1_settings', 'own_play', 'base_quality', 'build_stage1',
-           'build_base', 'load_base_info', 'cli_build_base_parser', 'base_name', 'check_layers', 'cli_build_base']
+__all__ = ['LATER_STAGE_KEYS', 'OFFICIAL_BASE', 'MAX_LAYERS', 'BaseSettings', 'stage1_settings', 'own_play', 'base_quality',
+           'build_stage1', 'build_base', 'load_base_info', 'cli_build_base_parser', 'base_name', 'check_layers',
+           'cli_build_base']
 
 # %% ../../nbs/mini/52_base_model.ipynb #c39e1cad
 from dataclasses import dataclass, asdict
@@ -59,6 +60,10 @@ class BaseSettings:
     copy_prompt_steps: int = 100           # then whole prompts at a third of the rate (windows alone break the format)
     copy_prompt_batch: int = 32
     copy_seed: int = 11
+    # a base for ALFWorld's official rooms: games from a data root (its train split; valid_seen only measures the
+    # base), and pretraining continued from a built base's weights instead of stage 1 (docs/official.md)
+    data_root: str | None = None
+    init_model: str | None = None
 
 LATER_STAGE_KEYS = ("prior_beta", "prior_seed", "prior_window_steps", "prior_prompt_steps", "prior_learning_rate",
                "copy_steps", "copy_batch", "copy_learning_rate", "copy_share", "copy_prompt_steps",
@@ -113,15 +118,27 @@ def build_base(out: str | os.PathLike, s: BaseSettings | None = None, work_dir: 
     s, out = s or BaseSettings(), Path(out)
     work = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="mini-base-"))
     t0 = time.perf_counter()
-    data = generate_dataset(work / "data", train=s.train_games, valid_seen=s.valid_games, seed=s.data_seed,
-                            min_receptacles=s.min_receptacles, max_receptacles=s.max_receptacles,
-                            distractors=s.distractors, max_plan_steps=s.max_plan_steps, progress=progress)
-    games = discover_games(data, "train")
+    if s.data_root is not None:                # official games: a seeded choice of training games, never a validation game
+        games = discover_games(s.data_root, "train", max_games=s.train_games, seed=s.data_seed)
+        valid = discover_games(s.data_root, "valid_seen", max_games=s.valid_games, seed=s.data_seed)
+    else:
+        data = generate_dataset(work / "data", train=s.train_games, valid_seen=s.valid_games, seed=s.data_seed,
+                                min_receptacles=s.min_receptacles, max_receptacles=s.max_receptacles,
+                                distractors=s.distractors, max_plan_steps=s.max_plan_steps, progress=progress)
+        games, valid = discover_games(data, "train"), discover_games(data, "valid_seen")
     t1 = time.perf_counter()
-    stage1, first = build_stage1(work, s, games, progress)
     tmp = work / "model"
     if tmp.exists(): shutil.rmtree(tmp)
-    shutil.copytree(stage1, tmp, ignore=shutil.ignore_patterns("stage1.json"))
+    if s.init_model is not None:               # continue from a built base: its weights stand in for stage 1
+        from alfworld_rl.backends.local_models import resolve_model_path
+        shutil.copytree(resolve_model_path(s.init_model), tmp, ignore=shutil.ignore_patterns("*.json"))
+        for f in ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json"):
+            src = resolve_model_path(s.init_model) / f
+            if src.exists(): shutil.copyfile(src, tmp / f)
+        first = {"rows": 0, "final_loss": {}, "reused": True, "seconds": {"random_play": 0.0, "pretraining": 0.0}}
+    else:
+        stage1, first = build_stage1(work, s, games, progress)
+        shutil.copytree(stage1, tmp, ignore=shutil.ignore_patterns("stage1.json"))
     t2 = time.perf_counter()
     prior = None
     if s.prior_window_steps or s.prior_prompt_steps:
@@ -131,7 +148,7 @@ def build_base(out: str | os.PathLike, s: BaseSettings | None = None, work_dir: 
                                     engine=s.engine, beta=s.prior_beta, record_name="pretrain-prior.json")
     copy = train_copy_stage(tmp, games, s, progress) if s.copy_steps else None
     t3 = time.perf_counter()
-    play = own_play(tmp, discover_games(data, "valid_seen"), s)
+    play = own_play(tmp, valid, s)
     from alfworld_rl.mini.copy_stage import base_copy_rate, take_states
     quality = base_quality(play) | {"take_copy_rate": base_copy_rate(tmp, take_states(play))}
     seconds = {"games": round(t1 - t0, 1), "random_play": first["seconds"]["random_play"],
@@ -142,7 +159,7 @@ def build_base(out: str | os.PathLike, s: BaseSettings | None = None, work_dir: 
                "copy_pretraining": copy["seconds"]["training"] if copy else 0.0,
                "quality": round(time.perf_counter() - t3, 1)}
     seconds["total"] = round(sum(v for k, v in seconds.items() if k != "stage1_reused"), 1)   # the build from scratch
-    info = {"name": base_name(s.num_hidden_layers), "settings": asdict(s), "parameters": count_parameters(tmp), "quality": quality,
+    info = {"name": Path(out).name if s.data_root else base_name(s.num_hidden_layers), "settings": asdict(s), "parameters": count_parameters(tmp), "quality": quality,
             "rows": first["rows"], "prior_rows": prior["windows"] if prior else 0,
             "copy_take_rows": copy["take_rows"] if copy else 0,
             "final_loss": first["final_loss"] | ({"prior_windows": _last20(prior["window_losses"]),
@@ -171,7 +188,14 @@ def cli_build_base_parser(parser):
     parser.add_argument("--layers", type=int, default=None,
                         help=f"decoder layers of the model (default {BaseSettings.num_hidden_layers}, the shipped base's); "
                              "every other setting stays the shipped one's")
+    parser.add_argument("--data-root", default=None,
+                        help="pretrain on the training games of this ALFWorld data root (the official games) instead of "
+                             "generated rooms, with the official preset's episode length; needs --from and --out")
+    parser.add_argument("--from", dest="init_model", default=None,
+                        help="continue from this built base (e.g. mini-base-4layers): stages 2 and 3 only")
     return parser
+
+OFFICIAL_BASE = dict(train_games=120, valid_games=20, branches=2, max_episode_steps=50)   # 12,000 turns of play per stage
 
 def base_name(layers: int) -> str:
     "The name of a base with `layers` decoder layers: `mini-base` for the default depth, else `mini-base-<layers>layers`."
@@ -190,9 +214,24 @@ def cli_build_base(args) -> int:
     "Run `alfworld-rl build-base`; returns the exit status."
     from alfworld_rl.core import UserError
     layers = BaseSettings.num_hidden_layers if args.layers is None else check_layers(args.layers)
+    if (args.data_root is None) != (args.init_model is None) or (args.data_root and not args.out):
+        raise UserError("--data-root, --from and --out go together (a base for official rooms continues a built base)", status=2)
     out = Path(args.out) if args.out else shipped_model_path(base_name(layers))
     if out.exists() and not out.is_dir(): raise UserError(f"--out {out} is a file; give a directory", status=2)
-    info = build_base(out, BaseSettings(num_hidden_layers=layers), work_dir=args.work_dir)
+    settings = BaseSettings(num_hidden_layers=layers)
+    if args.data_root is not None:
+        from alfworld_rl.core import resolve_data_root
+        from alfworld_rl.backends.local_models import resolve_model_path
+        from alfworld_rl.env.data import discover_games
+        try: resolve_model_path(args.init_model)
+        except UserError as e: raise UserError(f"--from: {e}", status=2) from None
+        root = str(resolve_data_root(args.data_root).resolve())
+        try: discover_games(root, "train", max_games=1)
+        except UserError as e: raise UserError(f"--data-root: {e}", status=2) from None
+        import json as _json
+        n = _json.loads((resolve_model_path(args.init_model) / "config.json").read_text())["num_hidden_layers"]
+        settings = BaseSettings(num_hidden_layers=n, data_root=root, init_model=args.init_model, **OFFICIAL_BASE)
+    info = build_base(out, settings, work_dir=args.work_dir)
     q, sec = info["quality"], info["seconds"]
     print(f"Built {out}: {info['parameters']:,} parameters in {sec['total']:.0f} s; at temperature 1 on "
           f"{info['settings']['valid_games']} held-out games: {100 * q['valid_tool_call_rate']:.1f}% well-formed calls, "
