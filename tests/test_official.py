@@ -150,6 +150,11 @@ def test_official_recipe_smallest(official_root, tmp_path):
     assert len(read_jsonl(paths.ppo_run(0) / "checkpoints.jsonl")) == 1        # saved every 2 updates: at update 2
     again = mini.run_mini(s, tmp_path / "official", progress=False)            # finished: nothing redone
     assert [r["stage"] for r in read_jsonl(again.stages)].count("ppo") == 1
+    r = subprocess.run([sys.executable, str(REPO / "docs" / "official" / "official_table.py"), paths.root, "--out",
+                        tmp_path / "table"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "official result: base=" in r.stdout and "(valid_unseen success, 2 episodes per game, 1 seeds)" in r.stdout
+    assert (tmp_path / "table" / "success.png").is_file() and (tmp_path / "table" / "table.md").is_file()
 
 
 # ---- a checkpoint names a shipped base by its name -----------------------------------------------------------

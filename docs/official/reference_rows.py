@@ -12,8 +12,9 @@ Rows, per split (valid_seen, valid_unseen, both) and per task type, 50 steps per
 - each shipped base (`--bases`): `alfworld-rl eval` at temperature 1, one episode per game (its evaluation file is
   kept under `--out-dir` and resumed, so a cut run goes on where it stopped).
 
-Writes `rows.json` and `rows.md` under `--out-dir` and prints the table. `--games N` takes the first N games of each
-split (for a quick check); the committed table uses every game.
+Writes `rows.json` (after every row: a cut run keeps its finished rows and a rerun with the same games skips them) and
+`rows.md` under `--out-dir`, and prints the table. `--games N` takes the first N games of each split (for a quick
+check); the committed table uses every game.
 """
 import argparse, json, sys, time
 from pathlib import Path
@@ -86,7 +87,7 @@ def table(rows: dict) -> str:
     types = sorted({t for r in rows.values() for t in r["all"]["by_type"]})
     short = {"pick_and_place_simple": "pick", "look_at_obj_in_light": "look", "pick_clean_then_place_in_recep": "clean",
              "pick_heat_then_place_in_recep": "heat", "pick_cool_then_place_in_recep": "cool", "pick_two_obj_and_place": "pick two"}
-    head = "| player | valid_seen % | valid_unseen % | all 274 % | " + " | ".join(short.get(t, t) for t in types) + " |"
+    head = "| player | valid_seen % | valid_unseen % | both splits % | " + " | ".join(short.get(t, t) for t in types) + " |"
     lines = [head, "|" + "---|" * (4 + len(types))]
     for name, r in rows.items():
         cells = [f"{r[s]['success']:.1f}" for s in (*SPLITS, "all")] + [f"{r['all']['by_type'].get(t, 0):.1f}" for t in types]
@@ -104,17 +105,24 @@ def main(argv=None) -> int:
     games = {s: discover_games(root, s, max_games=a.games) for s in SPLITS}
     out_dir = Path(a.out_dir); out_dir.mkdir(parents=True, exist_ok=True)
     tok = load_tokenizer("mini-base")
-    rows, seconds = {}, {}
-    for name, policy, k in (("walkthrough", ExpertPolicy(tok), 1), ("searching expert (SFT's demonstrator)", SearchingExpertPolicy(tok, 2), 1),
-                            (f"random admissible ({a.random_episodes} per game)", RandomAdmissiblePolicy(tok), a.random_episodes)):
-        t0 = time.perf_counter(); rows[name] = scripted_row(policy, tok, games, k); seconds[name] = time.perf_counter() - t0
+    ids = {s: [g.id for g in gs] for s, gs in games.items()}
+    saved = out_dir / "rows.json"
+    old = json.loads(saved.read_text()) if saved.exists() else {}
+    rows, seconds = (old["rows"], old["seconds"]) if old.get("ids") == ids else ({}, {})
+    def save():
+        saved.write_text(json.dumps({"data_root": str(root), "games": {s: len(g) for s, g in games.items()}, "ids": ids,
+                                     "steps": STEPS, "rows": rows, "seconds": seconds}, indent=1) + "\n")
+    jobs = [("walkthrough", lambda: scripted_row(ExpertPolicy(tok), tok, games, 1)),
+            ("searching expert (SFT's demonstrator)", lambda: scripted_row(SearchingExpertPolicy(tok, 2), tok, games, 1)),
+            (f"random admissible ({a.random_episodes} per game)",
+             lambda: scripted_row(RandomAdmissiblePolicy(tok), tok, games, a.random_episodes))]
+    jobs += [(f"{base} (T = 1)", lambda base=base: base_row(base, root, out_dir, a.games)) for base in ([] if a.no_bases else a.bases)]
+    for name, job in jobs:
+        if name in rows: continue                      # finished by an earlier call on the same games
+        t0 = time.perf_counter(); rows[name] = job(); seconds[name] = round(time.perf_counter() - t0, 1)
+        save()
         print(f"{name}: {rows[name]['all']['success']:.1f}% of {rows[name]['all']['episodes']} episodes", flush=True)
-    for base in ([] if a.no_bases else a.bases):
-        t0 = time.perf_counter(); rows[f"{base} (T = 1)"] = base_row(base, root, out_dir, a.games)
-        seconds[f"{base} (T = 1)"] = time.perf_counter() - t0
     md = table(rows)
-    (out_dir / "rows.json").write_text(json.dumps({"data_root": str(root), "games": {s: len(g) for s, g in games.items()},
-                                                   "steps": STEPS, "rows": rows, "seconds": seconds}, indent=1) + "\n")
     (out_dir / "rows.md").write_text(md + "\n")
     print(md)
     return 0
