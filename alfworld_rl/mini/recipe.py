@@ -63,7 +63,8 @@ MINI_SFT = {         # behaviour cloning on searching-expert demonstrations
     "sft_steps": _count(60, "SFT steps"),
     "sft_games_per_batch": _count(4, "games per SFT step"),
     "sft_learning_rate": _lr(3e-3, "SFT"),
-    "save_every": SCHEDULE["save_every"].but(default=0, help="save SFT and PPO every N steps, so a cut run resumes there (0: only at the end)"),
+    "save_every": SCHEDULE["save_every"].but(default=0, help="save PPO every N updates, so a cut run resumes there (0: only at the end)"),
+    "sft_save_every": SCHEDULE["save_every"].but(default=0, help="save SFT every N steps (0: only at the end)"),
 }
 MINI_PPO = {
     "ppo_steps": _count(12, "PPO updates"),
@@ -99,7 +100,7 @@ SMOKE = MiniSettings(seeds=(0,), base_model="mini-base", ppo_minibatches=1, trai
                      ppo_games_per_batch=2, group_size=2, eval_games_per_batch=4)
 OFFICIAL = MiniSettings(   # ALFWorld's official games: big rooms, six task types, 50 steps (docs/official.md)
     seeds=(0,), task_types=tuple(TASK_TYPES), train_games=1200, valid_games=140, max_episode_steps=50,
-    demos_per_game=2, sft_steps=150, sft_games_per_batch=8, save_every=2, episodes_per_game=2, base_episodes=1,
+    demos_per_game=2, sft_steps=150, sft_games_per_batch=8, save_every=2, sft_save_every=50, episodes_per_game=2, base_episodes=1,
     greedy_eval=True)
 PRESETS = {"mini": MINI, "smoke": SMOKE, "official": OFFICIAL}
 GAME_KEYS = (*MINI_GAMES, "task_types")
@@ -206,7 +207,7 @@ def sft_config(s: MiniSettings, paths: MiniPaths, seed: int):
     from alfworld_rl.runs.sft import SFTConfig
     return SFTConfig(base_model=str(base_model_path(s)), data_root=str(paths.data), max_steps=s.sft_steps,
                      games_per_batch=s.sft_games_per_batch, learning_rate=s.sft_learning_rate, lora_rank=s.lora_rank,
-                     save_every=s.save_every, run_name=paths.sft_run(seed).name, output_dir=str(paths.runs), seed=seed,
+                     save_every=s.sft_save_every, run_name=paths.sft_run(seed).name, output_dir=str(paths.runs), seed=seed,
                      swanlab_mode="disabled", max_episode_steps=s.max_episode_steps,
                      max_trajectory_tokens=s.max_trajectory_tokens, demos_per_game=s.demos_per_game,
                      max_detours=s.max_detours, rename_objects=s.rename_objects, context=s.context,
@@ -336,8 +337,8 @@ def run_mini(s: MiniSettings, root: str | os.PathLike, progress: bool = True, wo
     paths.root.mkdir(parents=True, exist_ok=True)
     saved = paths.root / "settings.json"
     fixed = {k: v for k, v in json.loads(json.dumps(asdict(s))).items() if k != "seeds"}   # seeds may be added later
-    defaults = json.loads(json.dumps(asdict(MiniSettings())))      # a setting newer than the file ran at its default
-    if saved.exists() and {k: v for k, v in {**defaults, **json.loads(saved.read_text())}.items() if k != "seeds"} != fixed:
+    old = json.loads(saved.read_text()) if saved.exists() else None     # a setting newer than the file is not compared
+    if old is not None and {k: v for k, v in old.items() if k != "seeds"} != {k: fixed[k] for k in old if k in fixed and k != "seeds"}:
         raise UserError(f"{root} holds a mini experiment with other settings ({saved}); use another --out-dir", status=2)
     saved.write_text(json.dumps(asdict(s), indent=1) + "\n")
     base_model_path(s)                                   # the base model must be there before any work
