@@ -70,8 +70,9 @@ LATER_STAGE_KEYS = ("prior_beta", "prior_seed", "prior_window_steps", "prior_pro
                "copy_prompt_batch", "copy_seed")   # stages 2 and 3: a change here reuses stage 1
 
 def stage1_settings(s: BaseSettings) -> dict:
-    "The settings stage 1 (random play and the model itself) depends on."
-    return {k: v for k, v in asdict(s).items() if k not in LATER_STAGE_KEYS}
+    "The settings stage 1 (random play and the model itself) depends on (an official build's two keys only when set)."
+    return {k: v for k, v in asdict(s).items()
+            if k not in LATER_STAGE_KEYS and not (k in ("data_root", "init_model") and v is None)}
 
 def own_play(model_dir: str | os.PathLike, games: list, s: BaseSettings, seed: int = 0) -> list:
     "The trajectories of the model in `model_dir` on `games`, two episodes each at temperature 1 (window context)."
