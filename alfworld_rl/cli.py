@@ -5,7 +5,7 @@
 # %% ../nbs/90_cli.ipynb #1cdeb7cb
 from __future__ import annotations
 import argparse, importlib, importlib.util, signal, sys, threading
-from .core import UserError
+from .core import UserError, deferred_interrupt
 
 # %% auto #0
 __all__ = ['COMMANDS', 'TERMINATED_STATUS', 'available_commands', 'OneLineParser', 'build_parser', 'first_leaf', 'main',
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = OneLineParser(prog=f"alfworld-rl {name}", description=commands[name][1])
     getattr(mod, f"{_function(name)}_parser")(parser)
     args = parser.parse_args(rest)
-    with end_on_sigterm() as term:
+    with end_on_sigterm(name) as term:
         try: status = int(getattr(mod, _function(name))(args) or 0)
         except UserError as e:
             if term.terminated: return term.finish(name)
@@ -119,7 +119,7 @@ def end_processes(procs: list, grace: float) -> None:
 
 class end_on_sigterm:
     "Within the block a SIGTERM acts as Ctrl-C for this process and all it started; what is left `grace` s later is killed."
-    def __init__(self, grace: float = 20.0): self.grace = grace
+    def __init__(self, name: str = "command", grace: float = 20.0): self.name, self.grace = name, grace
 
     def __enter__(self):
         self.terminated, self.old, self.done = False, None, threading.Event()
@@ -137,7 +137,7 @@ class end_on_sigterm:
             except psutil.Error: pass
         threading.Thread(target=self._watch, args=(procs,), daemon=True).start()
         handler = signal.getsignal(signal.SIGINT)
-        if callable(handler) and getattr(handler, "__self__", None).__class__.__name__ == "deferred_interrupt":
+        if isinstance(getattr(handler, "__self__", None), deferred_interrupt):
             handler(signal.SIGINT, frame)               # inside a write that must finish: stop right after it
         else: raise KeyboardInterrupt                   # the command's own Ctrl-C path (also where SIGINT is ignored)
 
@@ -149,7 +149,7 @@ class end_on_sigterm:
         from alfworld_rl.output import KERNEL_DIRS
         end_processes(_descendants(), 1.0)
         for d in list(KERNEL_DIRS): shutil.rmtree(d, ignore_errors=True)
-        print(self.line(sys.argv[1] if len(sys.argv) > 1 else "command"), file=sys.stderr, flush=True)
+        print(self.line(self.name), file=sys.stderr, flush=True)
         os._exit(TERMINATED_STATUS)                     # no unwinding through the client's half-finished calls
 
     @staticmethod

@@ -229,7 +229,8 @@ def start_from_state(svc, state_path: str, base_model: str, rank: int):
     "A training client with the weights of the state at `state_path` and a fresh optimizer; its base model and LoRA rank must match."
     tc = svc.create_training_client_from_state(state_path)
     have_base, have_rank = getattr(tc, "base_model", base_model), getattr(getattr(tc, "lora", None), "rank", rank)
-    if have_base != base_model or have_rank != rank:
+    from alfworld_rl.backends.local_trainer import same_base_model     # a shipped base by its name or its directory
+    if not same_base_model(have_base, base_model) or have_rank != rank:
         raise UserError(f"--init-state {state_path} was trained on {have_base} with LoRA rank {have_rank}; "
                         f"this run uses {base_model} with rank {rank}", status=2)
     return tc
