@@ -349,13 +349,13 @@ def evaluate(c: EvalConfig, sampling_client=None, tokenizer=None, show_progress:
 def _evaluate(c: EvalConfig, sampling_client=None, tokenizer=None, show_progress: bool = True) -> dict:
     "The body of `evaluate`, run while holding the output file's lock."
     out = c.output_path()
+    done_records = prepare_output(c)                # an existing output without --overwrite-output / --resume: refused first
     broken = []
     games = select_games(c, broken)
-    if c.backend == "local":                        # a budget no first prompt fits: one line, before the file is touched
+    if c.backend == "local":                        # a budget no first prompt fits: one line, before any record is written
         from alfworld_rl.rl.rollout import check_first_prompt
         from alfworld_rl.backends.local_models import load_tokenizer
         check_first_prompt(games, tokenizer or load_tokenizer(c.base_model), rollout_config(c))
-    done_records = prepare_output(c)
     done = finished_game_ids(done_records, c.episodes_per_game)
     todo = [g for g in games if g.id not in done]
     wanted = {g.id for g in games}
