@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 
 from ..core import UserError
-from .tiny_model import TINY_MODEL_NAME, MINI_BASE_NAME, SHIPPED_MODELS, shipped_model_path, tiny_qwen3_path
+from .tiny_model import TINY_MODEL_NAME, MINI_BASE_NAME, SHIPPED_MODELS, rebuild_command, shipped_model_path, tiny_qwen3_path
 
 # %% auto #0
 __all__ = ['DTYPES', 'PREFIX_CACHE_CPU_BYTES', 'PREFIX_CACHE_CUDA_SHARE', 'LOGIT_POSTPROCESSING', 'resolve_device', 'same_device',
@@ -57,13 +57,12 @@ def prefix_cache_bytes(device: torch.device, gb: float | None = None) -> int:
 
 # %% ../../nbs/backends/31_local_models.ipynb #1ef8790d
 def resolve_model_path(base_model: str) -> Path:
-    "The local directory holding `base_model`: `tiny-qwen3`, a shipped base (`mini-base`, `mini-base-4layers`), a local HF directory, or a hub id (cache, then download)."
+    "The local directory holding `base_model`: `tiny-qwen3`, a shipped base (`mini-base`, `mini-base-4layers`, `official-base-4layers`), a local HF directory, or a hub id (cache, then download)."
     if base_model == TINY_MODEL_NAME: return tiny_qwen3_path()
     if base_model in SHIPPED_MODELS:
         path = shipped_model_path(base_model)
         if not (path / "config.json").exists():
-            raise UserError(f"the shipped base model is missing from {path}; rebuild it with "
-                            f"`alfworld-rl build-base --layers {SHIPPED_MODELS[base_model]} --out {path}`")
+            raise UserError(f"the shipped base model is missing from {path}; rebuild it with `{rebuild_command(base_model, path)}`")
         return path
     p = Path(base_model).expanduser()
     if p.is_dir():

@@ -12,9 +12,10 @@ from ..core import user_cache_dir
 # %% auto #0
 __all__ = ['TINY_MODEL_NAME', 'TINY_RECIPE', 'TINY_SEED', 'TINY_VOCAB_SIZE', 'TINY_MAX_POSITIONS', 'SPECIAL_TOKENS',
            'TOOL_TOKENS', 'TINY_CONFIG', 'CHAT_TEMPLATE', 'EXAMPLE_TOOL', 'TASK_TEMPLATES', 'MINI_BASE_NAME',
-           'MINI_BASE_4_NAME', 'SHIPPED_MODELS', 'render_chat', 'tool_call_message', 'alfworld_names', 'build_corpus',
-           'train_tokenizer', 'build_model', 'tiny_qwen3_default_path', 'write_tiny_qwen3', 'build_tiny_qwen3',
-           'tiny_qwen3_path', 'shipped_model_path', 'mini_base_path', 'load_tiny_qwen3']
+           'MINI_BASE_4_NAME', 'OFFICIAL_BASE_NAME', 'SHIPPED_MODELS', 'render_chat', 'tool_call_message',
+           'alfworld_names', 'build_corpus', 'train_tokenizer', 'build_model', 'tiny_qwen3_default_path',
+           'write_tiny_qwen3', 'build_tiny_qwen3', 'tiny_qwen3_path', 'rebuild_command', 'shipped_model_path',
+           'mini_base_path', 'load_tiny_qwen3']
 
 # %% ../../nbs/backends/30_tiny_model.ipynb #430d8f9a
 TINY_MODEL_NAME = "tiny-qwen3"
@@ -269,7 +270,14 @@ def tiny_qwen3_path() -> Path:
 
 MINI_BASE_NAME = "mini-base"   # the pretrained mini base model shipped in the repository (see mini/50_pretrain)
 MINI_BASE_4_NAME = "mini-base-4layers"   # the same recipe at 4 layers: the base of the mini experiment (docs/base-model.md)
-SHIPPED_MODELS = {MINI_BASE_NAME: 2, MINI_BASE_4_NAME: 4}   # name -> decoder layers (`alfworld-rl build-base --layers`)
+OFFICIAL_BASE_NAME = "official-base-4layers"   # mini-base-4layers continued on official training games (docs/official.md)
+SHIPPED_MODELS = {MINI_BASE_NAME: 2, MINI_BASE_4_NAME: 4, OFFICIAL_BASE_NAME: 4}   # name -> decoder layers
+
+def rebuild_command(name: str, out) -> str:
+    "The `alfworld-rl build-base` command that rebuilds the shipped base `name` into `out`."
+    if name == OFFICIAL_BASE_NAME:
+        return f"alfworld-rl build-base --data-root <official data root> --from {MINI_BASE_4_NAME} --out {out}"
+    return f"alfworld-rl build-base --layers {SHIPPED_MODELS[name]} --out {out}"
 
 def shipped_model_path(name: str = MINI_BASE_NAME) -> Path:
     "Where a shipped base model lives: `models/<name>` at the repository root."

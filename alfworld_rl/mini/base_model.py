@@ -11,13 +11,13 @@ from .pretrain import MODEL_SIZE_KEYS, build_model, count_parameters, pretrain_b
 
 # %% auto #0
 __all__ = ['LATER_STAGE_KEYS', 'OFFICIAL_BASE', 'MAX_LAYERS', 'BaseSettings', 'stage1_settings', 'own_play', 'base_quality',
-           'build_stage1', 'build_base', 'load_base_info', 'cli_build_base_parser', 'base_name', 'check_layers',
-           'cli_build_base']
+           'build_stage1', 'build_base', 'portable_settings', 'load_base_info', 'cli_build_base_parser', 'base_name',
+           'check_layers', 'cli_build_base']
 
 # %% ../../nbs/mini/52_base_model.ipynb #c39e1cad
 from dataclasses import dataclass, asdict
 
-from ..backends.tiny_model import MINI_BASE_NAME, SHIPPED_MODELS, mini_base_path, shipped_model_path
+from ..backends.tiny_model import MINI_BASE_NAME, OFFICIAL_BASE_NAME, SHIPPED_MODELS, mini_base_path, shipped_model_path
 from .copy_stage import train_copy_stage
 
 @dataclass
@@ -160,7 +160,8 @@ def build_base(out: str | os.PathLike, s: BaseSettings | None = None, work_dir: 
                "copy_pretraining": copy["seconds"]["training"] if copy else 0.0,
                "quality": round(time.perf_counter() - t3, 1)}
     seconds["total"] = round(sum(v for k, v in seconds.items() if k != "stage1_reused"), 1)   # the build from scratch
-    info = {"name": Path(out).name if s.data_root else base_name(s.num_hidden_layers), "settings": asdict(s), "parameters": count_parameters(tmp), "quality": quality,
+    info = {"name": Path(out).name if s.data_root else base_name(s.num_hidden_layers), "settings": portable_settings(s, games, valid),
+            "parameters": count_parameters(tmp), "quality": quality,
             "rows": first["rows"], "prior_rows": prior["windows"] if prior else 0,
             "copy_take_rows": copy["take_rows"] if copy else 0,
             "final_loss": first["final_loss"] | ({"prior_windows": _last20(prior["window_losses"]),
@@ -172,6 +173,15 @@ def build_base(out: str | os.PathLike, s: BaseSettings | None = None, work_dir: 
     if out.exists(): shutil.rmtree(out)
     shutil.copytree(tmp, out)
     return info
+
+def portable_settings(s: BaseSettings, games, valid) -> dict:
+    "`s` as `base.json` records it: an official data root by its folder name and its games' digests, never a path of the building machine."
+    d = asdict(s)
+    if s.data_root is not None:
+        from alfworld_rl.runs.train import games_digest
+        d["data_root"] = Path(s.data_root).name
+        d["games_digest"] = {"train": games_digest(games), "valid_seen": games_digest(valid)}
+    return d
 
 def load_base_info(model_dir: str | os.PathLike | None = None) -> dict:
     "The `base.json` of a built base model (the shipped one by default)."

@@ -458,11 +458,14 @@ def first_prompt_length(game, tokenizer, config: RolloutConfig) -> int:
                                                include_admissible=config.include_admissible_actions, **places)))
 
 def check_first_prompt(games, tokenizer, config: RolloutConfig) -> None:
-    "Refuse (one line, status 2) a token budget that cannot hold the first prompt of the first game and one reply."
-    if not games: return
-    n = first_prompt_length(games[0], tokenizer, config)
+    "Refuse (one line, status 2) a token budget that cannot hold the first prompt of the first playable game and one reply."
+    from alfworld_rl.env.branches import EnvError
+    for game in games:   # a game that fails in the environment is the run's own report to make, not this check's
+        try: n = first_prompt_length(game, tokenizer, config); break
+        except EnvError: continue
+    else: return
     need = n + config.max_assistant_tokens + len(P.turn_template(tokenizer).closing)
     if need > config.max_trajectory_tokens:
-        raise UserError(f"--max-trajectory-tokens must be >= {need} to hold the first prompt of {games[0].id} ({n} tokens) "
+        raise UserError(f"--max-trajectory-tokens must be >= {need} to hold the first prompt of {game.id} ({n} tokens) "
                         f"and one reply of --max-assistant-tokens {config.max_assistant_tokens} (got "
                         f"{config.max_trajectory_tokens})", status=2)
