@@ -22,8 +22,8 @@ from .train_config import (TrainConfig, add_train_arguments, given_settings, res
 __all__ = ['AUTO_GENERATE', 'GAMES_RECORD', 'RUN_FILES', 'STOP_FILE', 'split_has_games', 'check_base_model', 'games_digest',
            'load_training_games', 'check_recorded_games', 'record_games', 'read_checkpoints', 'checkpoint_folders',
            'resume_point', 'check_run_files', 'rewind_run', 'numeric_metrics', 'SwanLabLog', 'make_service',
-           'restore_training_client', 'start_from_state', 'RunLifecycle', 'Trainer', 'train', 'report_template',
-           'forward_interrupts', 'run_report', 'cli_train_parser', 'cli_train']
+           'broken_run', 'restore_training_client', 'start_from_state', 'RunLifecycle', 'Trainer', 'train',
+           'report_template', 'forward_interrupts', 'run_report', 'cli_train_parser', 'cli_train']
 
 # %% ../../nbs/runs/41_train.ipynb #0064bb6a
 AUTO_GENERATE = dict(train=16, valid_seen=8, valid_unseen=8, seed=0,          # a first run's games: the two shortest
@@ -216,6 +216,13 @@ def make_service(config: TrainConfig):
     return make_service_client("trio")
 
 # %% ../../nbs/runs/41_train.ipynb #2b662099
+def broken_run(error: BaseException) -> bool:
+    "Whether `error` (or the first error inside an exception group, or its cause) is PyTRIO's `training.run_broken`."
+    while isinstance(error, BaseExceptionGroup) and error.exceptions: error = error.exceptions[0]
+    for e in (error, error.__cause__):
+        if e is not None and getattr(e, "code", None) == "training.run_broken": return True
+    return False
+
 def restore_training_client(svc, state_path: str):
     "A training client restored from `state_path` with its optimizer (weights only if none was ever stepped)."
     try: return svc.create_training_client_from_state_with_optimizer(state_path)
@@ -366,14 +373,36 @@ class RunLifecycle:
 
     @classmethod
     def start(cls, *args, **kwargs):
-        "Open a run of this kind (releasing the run directory if opening fails) and run it to its last step."
-        run = cls(*args, **kwargs)
-        try: run.open()
-        except BaseException:
-            if run.lock is not None: run.lock.release()
-            raise
-        run.run()
-        return run
+        """Open a run of this kind (releasing the run directory if opening fails) and run it to its last step; a broken
+        PyTRIO run is resumed in-process from its last save, once per save."""
+        run, recovered_at = cls(*args, **kwargs), None
+        while True:
+            try: run.open()
+            except BaseException:
+                if run.lock is not None: run.lock.release()
+                raise
+            try: run.run(); return run
+            except Exception as e:
+                if not broken_run(e): raise
+                recovered_at = run.after_broken_run(e, recovered_at)
+                import inspect
+                bound = inspect.signature(cls.__init__).bind(None, *args, **kwargs)   # the same run, resumed
+                bound.arguments.update(resume=True, service_client=run.svc)
+                run = cls(*bound.args[1:], **bound.kwargs)
+
+    def after_broken_run(self, error: BaseException, recovered_at) -> int:
+        "The save to recover from (said in one line), or a `UserError` naming the last save and the resume command."
+        c, unit = self.config, self.unit
+        from alfworld_rl.run_lock import resume_command
+        again = resume_command(self.command, c.run_name, c.output_dir)
+        if self.last_saved is None or self.last_saved == recovered_at:
+            why = "nothing was saved yet" if self.last_saved is None else f"it broke again after the recovery from {unit} {self.last_saved}"
+            saved = f"last save: {unit} {self.last_saved}" if self.last_saved else "no save to resume from"
+            raise UserError(f"the PyTRIO training run broke during {unit} {self.step + 1} and {why}; {saved}. "
+                            f"Continue with: {again}") from error
+        print(f"alfworld-rl {self.command}: the PyTRIO training run broke during {unit} {self.step + 1}; recovering "
+              f"in-process from the save at {unit} {self.last_saved} (once per save)", file=sys.stderr, flush=True)
+        return self.last_saved
 
 class Trainer(RunLifecycle):
     "A training run: games, the training client, run files and logging; each update is `rl.loop.rl_update`."
