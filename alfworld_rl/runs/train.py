@@ -80,7 +80,11 @@ def load_training_games(config: TrainConfig, run_dir: Path | None = None, resume
         raise UserError(f"--resume: no games under {root}/json_2.1.1/{config.train_split}; pass --data-root with the "
                         f"games the run trained on (a resume never generates games)", status=2)
     if config.backend == "local" and not split_has_games(root, config.train_split):
-        from alfworld_rl.env.generate import generate_dataset
+        from alfworld_rl.env.generate import generate_dataset, MANIFEST
+        if root.is_dir() and any(root.iterdir()) and not (root / MANIFEST).is_file():   # a typo, or the repository itself
+            raise UserError(f"--data-root {root} holds no {config.train_split} games but other files; train generates "
+                            f"games only into an empty folder or one `alfworld-rl generate` made: pass the folder that "
+                            f"holds your games, or make some with `alfworld-rl generate --out <new folder>`", status=2)
         print(f"Note: no games under {root}/json_2.1.1/{config.train_split}; generating a small offline set "
               f"there first ({AUTO_GENERATE['train']} train games and {AUTO_GENERATE['valid_seen']} per validation split "
               f"of {' and '.join(AUTO_GENERATE['task_types'])}, in rooms of 4-5 receptacles).", flush=True)
@@ -263,6 +267,9 @@ class RunLifecycle:
         if not self.resume and run_started(self.run_dir):
             raise UserError(f"--run-name: {self.run_dir} already holds a run; pass --resume to continue it", status=2)
         if self.resume: check_run_files(self.run_dir)      # a corrupt file: one line naming it
+        if c.backend == "local" and (self.run_dir / "checkpoints").is_dir():   # found now, not at the first save
+            from alfworld_rl.run_lock import check_writable_dir
+            check_writable_dir(self.run_dir / "checkpoints", "--output-dir")
         save, self.rebuilt_index = resume_point(c, unit=self.unit) if self.resume else (None, None)
         self.step = save["step"] if save else 0
         self.last_saved = self.step if save else None
