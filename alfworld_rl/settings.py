@@ -4,17 +4,18 @@
 
 # %% ../nbs/03_settings.ipynb #6aa1717d
 from __future__ import annotations
-import argparse, dataclasses, importlib, math, re
+import argparse, dataclasses, importlib, math, re, sys
 from dataclasses import dataclass, fields, asdict
 from typing import Any, Callable
 from .core import UserError
 
 # %% auto #0
 __all__ = ['BACKENDS', 'DTYPE_CHOICES', 'GRADIENT_CHECKPOINTING', 'DEVICE_PATTERN', 'SWANLAB_MODES', 'ENGINES', 'NAME_RE',
-           'MODEL', 'DATA', 'SCHEDULE', 'ROLLOUT', 'OPTIMIZER', 'LOGGING', 'RUN_DIR', 'Rule', 'integer', 'number',
-           'one_of', 'matches', 'Setting', 'flag', 'bad', 'check_value', 'pick', 'configuration', 'settings_of',
-           'project', 'check_settings', 'check_some', 'check_turn_budget', 'add_arguments', 'given',
-           'config_from_flags', 'to_parameters', 'from_parameters']
+           'SHIPPED_BASES', 'TINY_MODEL', 'MODEL', 'DATA', 'SCHEDULE', 'ROLLOUT', 'OPTIMIZER', 'LOGGING', 'RUN_DIR',
+           'TITLE_WORDS', 'named', 'Rule', 'integer', 'number', 'one_of', 'matches', 'Setting', 'flag', 'help_line',
+           'bad', 'check_value', 'named_models', 'pick', 'group_title', 'group_names', 'configuration', 'settings_of',
+           'titles_of', 'project', 'check_settings', 'check_some', 'check_turn_budget', 'argument_group',
+           'add_arguments', 'given', 'config_from_flags', 'to_parameters', 'from_parameters']
 
 # %% ../nbs/03_settings.ipynb #8a0850b0
 def _is_int(v) -> bool:
@@ -24,6 +25,11 @@ def _is_int(v) -> bool:
 def _is_number(v) -> bool:
     "An int or float that is not a bool."
     return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+def named(ref: str):
+    "The value that `'module:NAME'` names, imported on first use (how this module reads what a lower layer owns)."
+    module, name = ref.split(":")
+    return getattr(importlib.import_module(module), name)
 
 @dataclass(frozen=True)
 class Rule:
@@ -38,10 +44,7 @@ class Rule:
 
     def options(self) -> tuple | None:
         "The options of a `one_of` rule (imported on first use), else `None`."
-        if isinstance(self.choices, str):
-            module, name = self.choices.split(":")
-            return tuple(getattr(importlib.import_module(module), name))
-        return self.choices
+        return tuple(named(self.choices)) if isinstance(self.choices, str) else self.choices
 
 def integer(lo: int = 0, hi: int | None = None, note: str = "") -> Rule:
     "An integer >= `lo` (and <= `hi`); `note` explains the bound."
@@ -72,6 +75,7 @@ class Setting:
     rule: Rule | None = None
     optional: bool = False                 # None is allowed (the field's type is `type | None`)
     aliases: tuple[str, ...] = ()          # further flags for the same field
+    more: Callable[[], str] | None = None  # further help words, read when a parser is built
 
     def but(self, **changes) -> "Setting":
         "This setting with `changes` (e.g. another default or help line for one command)."
@@ -80,6 +84,12 @@ class Setting:
 def flag(name: str) -> str:
     "The command-line flag of field `name`: `max_steps` -> `--max-steps`."
     return "--" + name.replace("_", "-")
+
+def help_line(s: Setting, default: str | None) -> str:
+    "The help of `s`: its line, its `more` words, then `(default: ...)` unless `default` is None or the line states one."
+    text = s.help + (f" ({s.more()})" if s.more else "")
+    if default is None or "default:" in s.help: return text
+    return f"{text} (default: {default})"
 
 def bad(name: str, says: str, value) -> UserError:
     "A status-2 error naming the flag of `name`, what it must be and the value given."
@@ -104,13 +114,19 @@ DEVICE_PATTERN = r"auto|cpu|cuda(:\d+)?"       # what --device and --sampler-dev
 SWANLAB_MODES = ("online", "local", "offline", "disabled")
 ENGINES = ("textworld", "fast")
 NAME_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9_-])?$")   # PyTRIO's rule for names in checkpoint paths
+SHIPPED_BASES = "alfworld_rl.backends.tiny_model:SHIPPED_MODELS"     # the base models shipped in models/
+TINY_MODEL = "alfworld_rl.backends.tiny_model:TINY_MODEL_NAME"       # the tiny model built offline
 
 def _positive(v): return v > 0
 def _non_negative(v): return v >= 0
 
+def named_models() -> str:
+    "The model names `--base-model` takes besides hub ids and directories: the shipped bases and tiny-qwen3."
+    return f"named: {', '.join(named(SHIPPED_BASES))} (shipped in models/), {named(TINY_MODEL)} (built offline)"
+
 MODEL = {
-    "base_model": Setting(str, "Qwen/Qwen3.5-4B", "base model: a hub id, a local directory, mini-base (shipped) or "
-                          "tiny-qwen3 (built offline)", Rule(lambda v: isinstance(v, str) and v != "", "a model name")),
+    "base_model": Setting(str, "Qwen/Qwen3.5-4B", "base model: a hub id, a local directory or a named model",
+                          Rule(lambda v: isinstance(v, str) and v != "", "a model name"), more=named_models),
     "backend": Setting(str, "local", "where the model runs: local (torch, embedded) or trio (the hosted PyTRIO service)",
                        one_of(BACKENDS)),
     "device": Setting(str, "auto", "local backend device: auto (CUDA if present, else CPU), cpu, cuda or cuda:N",
@@ -187,11 +203,34 @@ def pick(group: dict, *names: str) -> dict:
     if missing: raise KeyError(f"not in the group: {sorted(missing)}")
     return {k: s for k, s in group.items() if k in names}
 
+TITLE_WORDS = {"ppo": "PPO", "sft": "SFT", "dir": "directory", "eval": "evaluation"}
+
+def group_title(name: str) -> str:
+    "The `--help` heading of the group bound to `name`: `RUN_DIR` -> `run directory`, `MINI_PPO` -> `mini PPO`."
+    return " ".join(TITLE_WORDS.get(w, w) for w in name.lower().split("_"))
+
+def _is_group(v) -> bool:
+    "A non-empty dict of settings."
+    return isinstance(v, dict) and bool(v) and all(isinstance(s, Setting) for s in v.values())
+
+def group_names(groups, namespace: dict) -> list[str]:
+    "Each group's name in `namespace`: the upper-case name bound to it, else that of a group holding its first setting."
+    named = [(k, v) for k, v in namespace.items() if k.isupper() and _is_group(v)]
+    names = []
+    for g in groups:
+        first = next(iter(g.values()), None)
+        found = [k for k, v in named if v is g] or [k for k, v in named if any(s is first for s in v.values())]
+        names.append(found[0] if found else "SETTINGS")
+    return names
+
 def configuration(*groups: dict, **changes) -> Callable[[type], type]:
     "Make the decorated class a flat dataclass whose fields are the settings of `groups` (with `changes`), then its own."
+    titles = [group_title(n) for n in group_names(groups, {**globals(), **sys._getframe(1).f_globals})]   # the caller's names first
     def make(cls: type) -> type:
-        specs = {}
-        for g in groups: specs.update(g)
+        specs, title_of = {}, {}
+        for g, title in zip(groups, titles):
+            specs.update(g)
+            title_of.update(dict.fromkeys(g, title))
         for name, ch in changes.items():
             if name not in specs: raise KeyError(f"{cls.__name__}: no setting {name!r} to change")
             specs[name] = ch if isinstance(ch, Setting) else specs[name].but(**ch)
@@ -199,7 +238,7 @@ def configuration(*groups: dict, **changes) -> Callable[[type], type]:
         annotations = {}
         for name, s in specs.items():
             annotations[name] = (s.type | None) if s.optional else s.type
-            setattr(cls, name, dataclasses.field(default=s.default, metadata={"setting": s}))
+            setattr(cls, name, dataclasses.field(default=s.default, metadata={"setting": s, "group": title_of[name]}))
         cls.__annotations__ = {**annotations, **own}
         return dataclass(cls)
     return make
@@ -207,6 +246,10 @@ def configuration(*groups: dict, **changes) -> Callable[[type], type]:
 def settings_of(cls_or_config) -> dict[str, Setting]:
     "The settings of a configuration class (or instance), by field name, in field order."
     return {f.name: f.metadata["setting"] for f in fields(cls_or_config) if "setting" in f.metadata}
+
+def titles_of(cls_or_config) -> dict[str, str]:
+    "The `--help` heading of each setting of a configuration class (or instance), by field name."
+    return {f.name: f.metadata["group"] for f in fields(cls_or_config) if "setting" in f.metadata}
 
 def project(cls: type, source, **changes):
     "The `cls` that takes every setting it shares with `source` from it, then `changes` (no copying field by field)."
@@ -230,22 +273,29 @@ def check_turn_budget(c) -> None:
         raise bad("max_assistant_tokens", f"< --max-trajectory-tokens ({c.max_trajectory_tokens})", c.max_assistant_tokens)
 
 # %% ../nbs/03_settings.ipynb #2fbaf384
+def argument_group(parser: argparse.ArgumentParser, title: str):
+    "The argument group of `parser` titled `title`, made on first use."
+    for g in parser._action_groups:
+        if g.title == title: return g
+    return parser.add_argument_group(title)
+
 def add_arguments(parser: argparse.ArgumentParser, cls: type, skip: tuple = ()) -> argparse.ArgumentParser:
-    "Add one flag per setting of configuration class `cls` (defaults `None`), help and metavar from the definitions."
-    defaults = cls()
+    "Add one flag per setting of configuration class `cls` (defaults `None`) under its group's heading; help and metavar from the definitions."
+    defaults, titles = cls(), titles_of(cls)
     for name, s in settings_of(cls).items():
         if name in skip: continue
+        group = argument_group(parser, titles[name])
         default = getattr(defaults, name)
-        help_ = f"{s.help} (default: {default})"
+        help_ = help_line(s, None if default is None else str(default))
         names = [flag(name), *s.aliases]
         if s.type is bool and default:
-            parser.add_argument(*names, dest=name, action=argparse.BooleanOptionalAction, default=None, help=help_)
+            group.add_argument(*names, dest=name, action=argparse.BooleanOptionalAction, default=None, help=help_)
         elif s.type is bool:
-            parser.add_argument(*names, dest=name, action="store_const", const=True, default=None, help=help_)
+            group.add_argument(*names, dest=name, action="store_const", const=True, default=None, help=help_)
         else:
             options = s.rule.options() if s.rule is not None else None
             metavar = "{" + ",".join(options) + "}" if options else name.upper()
-            parser.add_argument(*names, dest=name, type=s.type, default=None, metavar=metavar, help=help_)
+            group.add_argument(*names, dest=name, type=s.type, default=None, metavar=metavar, help=help_)
     return parser
 
 def given(args: argparse.Namespace, cls: type) -> dict:

@@ -13,11 +13,12 @@ from ..core import UserError, append_jsonl, read_jsonl
 
 # %% auto #0
 __all__ = ['MINI_GAMES', 'MINI_EPISODES', 'MINI_SFT', 'MINI_PPO', 'MINI_EVAL', 'MINI', 'SMOKE', 'OFFICIAL', 'PRESETS',
-           'GAME_KEYS', 'MINI_FLAGS', 'GREEDY_TEMPERATURE', 'MiniSettings', 'validate_settings', 'settings_from',
-           'check_batches', 'replayed_draws', 'MiniPaths', 'mini_data', 'base_model_path', 'sft_config', 'ppo_config',
-           'eval_config', 'run_sft_stage', 'run_ppo_stage', 'run_eval_stage', 'eval_label', 'check_workers',
-           'run_seeds', 'run_mini', 'mini_demonstrations', 'seed_summaries', 'mean_summary', 'mean_summaries',
-           'seed_table', 'plot_curves', 'before_after', 'stage_seconds', 'rollout_quarters', 'result_line',
+           'GAME_KEYS', 'MINI_FLAGS', 'GREEDY_TEMPERATURE', 'LIST_SETTINGS', 'TRUE_WORDS', 'FALSE_WORDS',
+           'MiniSettings', 'validate_settings', 'settings_from', 'check_batches', 'replayed_draws', 'MiniPaths',
+           'mini_data', 'base_model_path', 'sft_config', 'ppo_config', 'eval_config', 'run_sft_stage', 'run_ppo_stage',
+           'run_eval_stage', 'eval_label', 'check_workers', 'run_seeds', 'run_mini', 'mini_demonstrations',
+           'seed_summaries', 'mean_summary', 'mean_summaries', 'seed_table', 'plot_curves', 'before_after',
+           'stage_seconds', 'rollout_quarters', 'result_line', 'as_set_value', 'preset_defaults', 'parse_setting',
            'cli_mini_parser', 'mini_overrides', 'cli_mini']
 
 # %% ../../nbs/mini/53_recipe.ipynb #7ad99491
@@ -107,7 +108,7 @@ GAME_KEYS = (*MINI_GAMES, "task_types")
 
 # %% ../../nbs/mini/53_recipe.ipynb #ff9f5788
 MINI_FLAGS = ("seeds", "data_seed", "train_games", "engine", "base_model", "win_reward", "invalid_penalty",
-              "episodes_per_game", "visited_places", "data_root")   # the settings `alfworld-rl mini` takes as flags
+              "episodes_per_game", "visited_places", "data_root")   # the settings with a flag of their own; any setting: --set
 
 def validate_settings(s: MiniSettings) -> MiniSettings:
     "Check `s` against the rules of its settings, then across settings; `UserError(status=2)` naming the first bad one."
@@ -466,41 +467,94 @@ def rollout_quarters(paths: MiniPaths, seeds, key: str = "rollout/success_rate")
     return {"first": first, "last": last, "climb_points": 100 * (last - first), "per_seed": per_seed}
 
 # %% ../../nbs/mini/53_recipe.ipynb #b7ec6c11
+from ..settings import argument_group, help_line, titles_of
+
 def result_line(headline: dict, seeds) -> str:
     "The one-line result of a mini experiment: valid_unseen success of base, SFT and PPO, and the gain with its standard error."
     return (f"mini result: base={100 * headline['base']:.1f} sft={100 * headline['sft']:.1f} "
             f"ppo={100 * headline['ppo']:.1f} gain={headline['ppo_minus_sft_points']:+.1f} "
             f"(+-{headline.get('gain_se_points', 0.0):.1f}) (valid_unseen success, mean over {len(seeds)} seeds)")
 
+LIST_SETTINGS = {"seeds": int, "task_types": str}    # MiniSettings' own fields: lists, comma-separated after --set
+TRUE_WORDS, FALSE_WORDS = ("true", "on", "yes", "1"), ("false", "off", "no", "0")
+
+def as_set_value(value) -> str:
+    "A setting's value as `--set` takes it: `true`, `none`, `0,1,2`, `3e-3`."
+    if isinstance(value, bool): return "true" if value else "false"
+    if value is None: return "none"
+    if isinstance(value, (tuple, list)): return ",".join(map(str, value))
+    return str(value)
+
+def preset_defaults(name: str) -> str | None:
+    "Setting `name` in the presets for a help line: the mini preset's, then the others' where they differ (None: unset in all)."
+    values = {p: getattr(s, name) for p, s in PRESETS.items()}
+    if all(v is None for v in values.values()): return None
+    others = [f"{p}: {as_set_value(v)}" for p, v in values.items() if p != "mini" and v != values["mini"]]
+    return "; ".join([as_set_value(values["mini"]), *others])
+
+def parse_setting(text: str) -> tuple[str, object]:
+    "`KEY=VALUE` of `--set` as (setting name, value of the setting's type); `UserError(status=2)` naming the key or value."
+    key, sep, raw = text.partition("=")
+    name, raw = key.strip().replace("-", "_"), raw.strip()
+    specs = settings_of(MiniSettings)
+    if not sep or not name: raise UserError(f"--set takes KEY=VALUE (got {text!r})", status=2)
+    if name not in specs and name not in LIST_SETTINGS:
+        import difflib
+        near = difflib.get_close_matches(name, [*specs, *LIST_SETTINGS], n=1)
+        raise UserError(f"--set {key.strip()}: no such mini setting" + (f" (did you mean {near[0]}?)" if near else ""), status=2)
+    if name in LIST_SETTINGS:
+        try: return name, [LIST_SETTINGS[name](v.strip()) for v in raw.split(",") if v.strip()]
+        except ValueError: raise UserError(f"--set {name} must be comma-separated integers (got {raw!r})", status=2) from None
+    s = specs[name]
+    if s.optional and raw.lower() == "none": return name, None
+    if s.type is bool:
+        if raw.lower() in TRUE_WORDS + FALSE_WORDS: return name, raw.lower() in TRUE_WORDS
+        raise UserError(f"--set {name} must be true or false (got {raw!r})", status=2)
+    if s.type is str: return name, raw
+    try: return name, s.type(raw)
+    except ValueError:
+        raise UserError(f"--set {name} must be {'an integer' if s.type is int else 'a number'} (got {raw!r})", status=2) from None
+
 def cli_mini_parser(parser):
-    "Add the flags of `alfworld-rl mini` to `parser`."
+    "Add the flags of `alfworld-rl mini` to `parser`: the run's own, then `--set` and the settings' flags under their groups' headings."
     parser.add_argument("--settings", "--preset", dest="settings", default="mini", choices=tuple(PRESETS),
                         help="preset: mini (the experiment), smoke (tiny) or official (ALFWorld's official games, docs/official.md)")
     parser.add_argument("--out-dir", default=None, help="directory of the experiment (default runs/mini, or runs/official)")
-    parser.add_argument("--data-root", default=None,
-                        help="ALFWorld data root to copy the games from instead of generating them (with --settings official: "
-                             "$ALFWORLD_DATA or datasets/alfworld when not given)")
-    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="seeds to run (default: the preset's)")
-    parser.add_argument("--data-seed", type=int, default=None,
-                        help=f"seed of the game generator (default: the committed run's, {MINI.data_seed})")
-    parser.add_argument("--no-report", action="store_true", help="run the recipe without executing the experiment notebook")
-    parser.add_argument("--engine", default=None, choices=ENGINES, help=f"environment engine (default: the preset's, {MINI.engine})")
+    parser.add_argument("--seeds", type=int, nargs="+", default=None, help=f"seeds to run (default: {preset_defaults('seeds')})")
     parser.add_argument("--workers", type=int, default=None,
                         help="seeds run at once, each in its own process (default: all of them; 1: one after another)")
-    for name in ("train_games", "base_model", "win_reward", "invalid_penalty", "episodes_per_game"):
-        s = settings_of(MiniSettings)[name]
-        parser.add_argument(flag(name), dest=name, type=s.type, default=None,
-                            help=f"{s.help} (default: the preset's, {getattr(MINI, name)})")
-    s = settings_of(MiniSettings)["visited_places"]
-    parser.add_argument("--visited-places", dest="visited_places", action=argparse.BooleanOptionalAction, default=None,
-                        help=f"{s.help} (default: the preset's, {'on' if MINI.visited_places else 'off'})")
+    parser.add_argument("--no-report", action="store_true", help="run the recipe without executing the experiment notebook")
+    parser.add_argument("--set", dest="set", action="append", default=None, metavar="KEY=VALUE",
+                        help="set any mini setting (repeatable): the keys are listed under the headings below with the mini "
+                             "preset's values, and seeds and task_types take comma-separated lists; none unsets an "
+                             "optional setting; e.g. --set context=full --set step_return=win")
+    specs, titles = settings_of(MiniSettings), titles_of(MiniSettings)
+    for title in dict.fromkeys(titles.values()):
+        names = [n for n in specs if titles[n] == title]
+        group = argument_group(parser, title)
+        group.description = "--set keys: " + ", ".join(f"{n}={as_set_value(getattr(MINI, n))}" for n in names)
+        for name in names:
+            if name not in MINI_FLAGS: continue
+            s = specs[name]
+            help_ = help_line(s, preset_defaults(name))
+            if s.type is bool:
+                group.add_argument(flag(name), dest=name, action=argparse.BooleanOptionalAction, default=None, help=help_)
+            else:
+                options = s.rule.options() if s.rule is not None else None
+                group.add_argument(flag(name), dest=name, type=s.type, choices=options, default=None, help=help_)
     return parser
 
 def mini_overrides(args) -> dict:
-    "The settings that the flags of `alfworld-rl mini` change (the report's `overrides` parameter)."
-    overrides = {}
-    for name in MINI_FLAGS:
-        if getattr(args, name) is not None: overrides[name] = getattr(args, name)
+    "The settings that the flags and `--set` of `alfworld-rl mini` change (the report's `overrides` parameter); each once."
+    overrides = {name: getattr(args, name) for name in MINI_FLAGS if getattr(args, name) is not None}
+    from_set = set()
+    for text in getattr(args, "set", None) or ():
+        name, value = parse_setting(text)
+        if name in overrides:
+            other = f"--set {name}" if name in from_set else flag(name)
+            raise UserError(f"--set {name}: already given as {other}; give each setting once", status=2)
+        overrides[name] = value
+        from_set.add(name)
     return overrides
 
 def cli_mini(args) -> int:

@@ -33,7 +33,7 @@ PROMPTS = pick(ROLLOUT, "seed", "max_episode_steps", "max_trajectory_tokens", "i
                "history_length", "visited_places", "engine")
 
 @configuration(MODEL, DATA, SCHEDULE, OPTIMIZER, LOGGING, RUN_DIR, PROMPTS, DEMONSTRATIONS,
-               base_model=dict(help="model to fine-tune: a hub id, a local directory, mini-base (shipped) or tiny-qwen3 (built offline)"),
+               base_model=dict(help="model to fine-tune: a hub id, a local directory or a named model"),
                train_split=dict(help="split the demonstrations come from"),
                max_steps=dict(default=20, help="number of optimizer steps"),
                games_per_batch=dict(help="training games per step (each brings all its demonstrations)"),

@@ -52,7 +52,7 @@ PRICES = {
 }
 
 @configuration(MODEL, SCHEDULE, ROLLOUT, OPTIMIZER, PPO, DATA, LOGGING, RUN_DIR, PRICES,
-               base_model=dict(help="model to train: a hub id, a local directory, mini-base (shipped) or tiny-qwen3 (built offline)"),
+               base_model=dict(help="model to train: a hub id, a local directory or a named model"),
                max_steps=dict(help="number of PPO updates"),
                group_size=dict(help="branches (trajectories) per game; advantages are relative to the group",
                                rule=integer(2, note="advantages are relative to the group")),
