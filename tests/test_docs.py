@@ -56,6 +56,10 @@ def test_readme_is_short_and_says_what_and_status_first():
     assert len(lines) <= 200
     first_screen = "\n".join(lines[:25])
     assert "ALFWorld" in first_screen and "**Status.**" in first_screen
+    first_40 = "\n".join(lines[:40])
+    assert "## Install" in first_40 and "uv run alfworld-rl train --preset quickstart" in first_40
+    status = next(i for i, l in enumerate(lines) if l.startswith("**Status.**"))
+    assert "" in lines[status + 1:status + 4], "the status is at most three lines"
 
 
 def test_the_quick_start_is_the_preset_it_names():
@@ -69,3 +73,40 @@ def test_the_quick_start_is_the_preset_it_names():
     parser = add_train_arguments(argparse.ArgumentParser())
     assert given_settings(parser.parse_args(shlex.split(stands_for))) == TRAIN_PRESETS[preset]
     assert given_settings(parser.parse_args(["--preset", preset])) == TRAIN_PRESETS[preset]
+
+
+def _status(readme: str) -> str:
+    "The README's status paragraph, joined into one line."
+    para = readme.split("**Status.**", 1)[1].split("\n\n", 1)[0]
+    return " ".join(para.split())
+
+
+def _readme_block(text: str, start: str, end: str) -> str:
+    "What lies between the README's `start` and `end` markers."
+    return text.split(start, 1)[1].split(end, 1)[0].strip()
+
+
+def test_the_readme_official_table_is_the_committed_run():
+    "The README's official table is what docs/official/official_table.py makes of the committed run's results."
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("official_table", REPO / "docs/official/official_table.py")
+    table = importlib.util.module_from_spec(spec); spec.loader.exec_module(table)
+    results = json.loads((REPO / "docs/official/run-seed0/results.json").read_text())
+    readme = (REPO / "README.md").read_text()
+    assert _readme_block(readme, table.README_START, table.README_END) == table.readme_table(results["rows"], results["settings"])
+    status = _status(readme)
+    sft = results["rows"]["SFT seed 0 (T = 1)"]["eval/valid_unseen/success_rate"]
+    assert f"{100 * sft:.1f}% of `valid_unseen`" in status, status
+
+
+def test_the_readme_mini_figures_are_the_committed_run():
+    "The Mini-ALFWorld figures in the README are the result line of the committed run (docs/mini/mini.ipynb)."
+    cells = json.loads((REPO / "docs/mini/mini.ipynb").read_text())["cells"]
+    text = "".join("".join(o.get("text", "")) for c in cells for o in c.get("outputs", []))
+    m = re.search(r"mini result: base=([\d.]+) sft=([\d.]+) ppo=([\d.]+) gain=([+-][\d.]+) \(\+-([\d.]+)\)", text)
+    base, sft, ppo, gain, se = m.groups()
+    readme = (REPO / "README.md").read_text()
+    flat = " ".join(readme.split())
+    assert f"**{gain} +- {se}**" in flat and f"base {base}, SFT {sft}, PPO {ppo}%" in flat
+    status = _status(readme)
+    assert f"{gain} +- {se}" in status, status

@@ -9,7 +9,7 @@ seeds when there are several, else from the two evaluations), the stage times, a
 
     official result: base=<pct> sft=<pct> ppo=<pct> gain=<points> (+-<se>) (valid_unseen success, <k> episodes per game, <n> seeds)
 
-Missing evaluations (a run still going) are shown as `-`. Writes `table.md`, `results.json` and `success.png` to --out.
+Missing evaluations (a run still going) are shown as `-`. Writes `table.md`, `results.json`, `success.png` and (once PPO has updates) `rollout.png` to --out.
 """
 import argparse, json, math, statistics, sys
 from pathlib import Path
@@ -101,10 +101,75 @@ def figure(rows: dict, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True); fig.savefig(path, dpi=110)
 
 
+def rollout_curves(root: Path, seeds) -> dict:
+    "Per seed: PPO's rollout success and admissible rate per update, and the climb (last quarter's mean - first quarter's)."
+    out = {}
+    for seed in seeds:
+        path = root / "runs" / f"ppo-seed{seed}" / "metrics.jsonl"
+        if not path.is_file(): continue
+        recs = [json.loads(l) for l in path.read_text().splitlines() if l.strip()]
+        recs = [r for r in recs if "rollout/success_rate" in r]
+        if not recs: continue
+        succ = [100 * r["rollout/success_rate"] for r in recs]
+        q = max(1, len(succ) // 4)
+        out[seed] = {"updates": [r["step"] for r in recs], "success": succ,
+                     "admissible": [100 * r.get("rollout/admissible_action_rate", 0) for r in recs],
+                     "climb": statistics.fmean(succ[-q:]) - statistics.fmean(succ[:q]) if len(succ) >= 2 else None}
+    return out
+
+
+def curve_figure(curves: dict, path: Path) -> None:
+    "PPO's rollout success and admissible-command rate per update, one line per seed."
+    import matplotlib; matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+    fig = Figure(figsize=(9, 3.2), layout="constrained")
+    left, right = fig.subplots(1, 2)
+    for seed, c in curves.items():
+        left.plot(c["updates"], c["success"], marker="o", label=f"seed {seed}")
+        right.plot(c["updates"], c["admissible"], marker="o", label=f"seed {seed}")
+    left.set_title("PPO rollout success % (16 fresh training games x 8)"); right.set_title("admissible commands %")
+    for ax in (left, right): ax.set_xlabel("update"); ax.grid(alpha=0.3); ax.legend(fontsize=7)
+    path.parent.mkdir(parents=True, exist_ok=True); fig.savefig(path, dpi=110)
+
+
+FIELD = [   # published, text-only ALFWorld (success %, valid_seen, valid_unseen): for orientation, not run here
+    ("Seq2Seq on expert demonstrations (ALFWorld paper)", "small, from scratch", "greedy", "10", "9"),
+    ("BUTLER, DAgger imitation (ALFWorld paper)", "small, frozen DistilBERT", "greedy", "19", "22"),
+    ("BUTLER (ALFWorld paper)", "same", "beam search, best of 8 seeds", "40", "37"),
+    ("reference recipe, GRPO-style PPO on a LoRA", "Qwen3.5-4B", "T = 0.01", "52.9 -> 56.9 (all 274)", ""),
+    ("GRPO / GiGPO (GiGPO paper)", "Qwen2.5-1.5B", "T = 0.4", "72.8 / 86.7", ""),
+]
+README_START, README_END = "<!-- official-table:start -->", "<!-- official-table:end -->"
+
+
+def readme_table(rows: dict, settings: dict) -> str:
+    "The README's table: this run's finished evaluations (success +- SE per split) above the field's published numbers."
+    k = settings.get("episodes_per_game", 1)
+    lines = ["| system | model | decoding | valid_seen % | valid_unseen % |", "|---|---|---|---|---|"]
+    for label, m in rows.items():
+        if m is None: continue
+        stage, _, rest = label.partition(" ")
+        how = "T = 0.01, once" if "0.01" in label else ("T = 1, once" if stage == "base" else f"T = 1, {k} per game")
+        name = {"base": "this repository: base", "SFT": "this repository: SFT", "PPO": "this repository: SFT + PPO"}[stage]
+        lines.append(f"| {name} | 0.97M, `{settings['base_model']}` | {how} | {pm(m, 'valid_seen')} | {pm(m, 'valid_unseen')} |")
+    lines += [f"| {a} | {b} | {c} | {d} | {e} |" for a, b, c, d, e in FIELD]
+    return "\n".join(lines)
+
+
+def write_readme_table(readme: Path, block: str) -> None:
+    "Replace what lies between the README's official-table markers with `block`."
+    text = readme.read_text()
+    head, start, rest = text.partition(README_START)
+    _, end, tail = rest.partition(README_END)
+    if not start or not end: sys.exit(f"{readme} has no {README_START} ... {README_END} block")
+    readme.write_text(f"{head}{README_START}\n{block}\n{README_END}{tail}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("run", help="the official run's directory (alfworld-rl mini --settings official --out-dir ...)")
     ap.add_argument("--out", default=None, help="write table.md, results.json and success.png here")
+    ap.add_argument("--readme", default=None, help="also write the README's official table (between its markers)")
     a = ap.parse_args(argv)
     root = Path(a.run)
     if not (root / "settings.json").is_file(): sys.exit(f"{root} holds no mini experiment (no settings.json)")
@@ -114,16 +179,23 @@ def main(argv=None) -> int:
     md = table(rows)
     stages = [json.loads(l) for l in (root / "stages.jsonl").read_text().splitlines()] if (root / "stages.jsonl").exists() else []
     h = headline(rows, seeds, settings)
+    curves = rollout_curves(root, seeds)
     print(md)
+    for seed, c in curves.items():
+        climb = "-" if c["climb"] is None else f"{c['climb']:+.1f}"
+        print(f"PPO seed {seed} rollout success per update: " + ", ".join(f"{x:.1f}" for x in c["success"])
+              + f" (climb, last quarter - first: {climb} points)")
     print("\nstage seconds: " + ", ".join(f"{r['stage']}{'' if r['seed'] is None else ' ' + str(r['seed'])} {r['seconds']:.0f}"
                                           for r in stages))
     print(result_line(h) if h else "official result: not yet (PPO still to be evaluated)")
     if a.out:
         out = Path(a.out); out.mkdir(parents=True, exist_ok=True)
         (out / "table.md").write_text(md + "\n")
-        (out / "results.json").write_text(json.dumps({"rows": rows, "headline": h, "stages": stages,
+        (out / "results.json").write_text(json.dumps({"rows": rows, "headline": h, "stages": stages, "curves": curves,
                                                       "settings": settings}, indent=1) + "\n")
         figure(rows, out / "success.png")
+        if curves: curve_figure(curves, out / "rollout.png")
+    if a.readme: write_readme_table(Path(a.readme), readme_table(rows, settings))
     return 0
 
 
