@@ -172,3 +172,16 @@ def test_checkpoints_name_a_shipped_base_by_its_name(tmp_path):
         meta = Path(path) / ("sampler.json" if "sampler.json" in names else "trainer_state.json")
         assert json.loads(meta.read_text())["base_model"] == "mini-base"
         assert str(tmp_path) not in (Path(path) / "adapter_config.json").read_text()
+
+
+def test_the_shipped_official_checkpoints_name_their_base_and_load():
+    "Every shipped official checkpoint is a sampler LoRA of `official-base-4layers`, named by name, no machine path inside."
+    from alfworld_rl.backends.local_trainer import check_checkpoint
+    shipped = sorted(p for p in (REPO / "models").glob("official-*-seed*") if p.is_dir())
+    assert shipped, "no official checkpoint under models/"
+    for ckpt in shipped:
+        check_checkpoint(str(ckpt), "sampler", "--model-path", base_model="official-base-4layers")
+        for name in ("sampler.json", "adapter_config.json"):
+            text = (ckpt / name).read_text()
+            assert "/work/" not in text and '"/' not in text, f"{ckpt.name}/{name} records a path"
+        assert json.loads((ckpt / "sampler.json").read_text())["base_model"] == "official-base-4layers"
