@@ -9,13 +9,38 @@ from pathlib import Path
 from .core import UserError
 
 # %% auto #0
-__all__ = ['HELD_ENV', 'unwritable', 'output_kind', 'check_output_file', 'make_dir', 'check_writable_dir', 'check_writable_file',
-           'RunLock', 'run_dir_lock', 'output_file_lock', 'resume_command']
+__all__ = ['HELD_ENV', 'unwritable', 'check_path_length', 'output_kind', 'check_output_file', 'make_dir', 'check_writable_dir',
+           'check_writable_file', 'RunLock', 'run_dir_lock', 'output_file_lock', 'resume_command']
 
 # %% ../nbs/02_run_lock.ipynb #3d445190
 def unwritable(flag: str, path, e: OSError) -> UserError:
     "The one-line error for an output location that cannot be written."
     return UserError(f"{flag}: cannot write to {path} ({e.strerror or type(e).__name__})", status=2)
+
+def _length_limits(path: Path) -> tuple[int, int]:
+    "The longest name and the longest path, in bytes, of the file system holding `path` (255 and 4096 where it does not say)."
+    for p in [path, *path.parents]:
+        if not os.path.isdir(p): continue
+        try: name_max, path_max = os.pathconf(p, "PC_NAME_MAX"), os.pathconf(p, "PC_PATH_MAX")
+        except (OSError, ValueError): break
+        return (name_max if name_max > 0 else 255), (path_max if path_max > 0 else 4096)
+    return 255, 4096
+
+def check_path_length(path: str | os.PathLike, flag: str) -> Path:
+    "Refuse (one line, status 2, naming `flag`) a path with a name, or a whole length, longer than its file system takes."
+    path = Path(os.path.abspath(path))
+    name_max, path_max = _length_limits(path)
+    for part in path.parts:
+        n = len(os.fsencode(part))
+        if n > name_max:
+            shown = part if len(part) <= 40 else f"{part[:24]}...{part[-12:]}"
+            raise UserError(f"{flag}: the name {shown!r} is {n} bytes long; the file system takes at most "
+                            f"{name_max} bytes per file or folder name: choose a shorter one", status=2)
+    n = len(os.fsencode(str(path)))
+    if n >= path_max:
+        raise UserError(f"{flag}: the path is {n} bytes long; the file system takes at most {path_max - 1}: choose a "
+                        "shorter one", status=2)
+    return path
 
 def output_kind(path: str | os.PathLike) -> str | None:
     "What `path` is when it exists as something other than a regular file (a symlink, directory, FIFO...); None otherwise."
@@ -31,6 +56,7 @@ def output_kind(path: str | os.PathLike) -> str | None:
 def check_output_file(path: str | os.PathLike | None, flag: str) -> Path:
     "`path` as an output file: refused (one line, status 2) when it is empty or exists as anything but a regular file."
     if path is None or not str(path).strip(): raise UserError(f"{flag}: the path is empty; give a file path", status=2)
+    check_path_length(path, flag)
     kind = output_kind(path)
     if kind: raise UserError(f"{flag}: {path} is {kind}, not a regular file; give a file path", status=2)
     return Path(path)
@@ -38,6 +64,7 @@ def check_output_file(path: str | os.PathLike | None, flag: str) -> Path:
 def make_dir(path: str | os.PathLike, flag: str) -> Path:
     "Create directory `path` (and its parents); a one-line `UserError` naming `flag` if that is impossible."
     if not str(path).strip(): raise UserError(f"{flag}: the path is empty; give a directory", status=2)
+    check_path_length(path, flag)
     path = Path(path)
     for p in [path, *path.parents]:            # a regular file in the way: say which one
         if p.exists():
@@ -90,6 +117,7 @@ class RunLock:
 
     def check(self) -> None:
         "Raise if another process holds the lock now (creates nothing; a missing lock file is free)."
+        check_path_length(self.path, self.dir_flag)       # a name too long: one line, before anything is looked up
         if self.key in _held or _inherited(self.key) or not self.path.is_file(): return
         try: f = open(self.path, "rb")
         except OSError: return
@@ -102,6 +130,7 @@ class RunLock:
         if self.held: return self
         if self.key in _held: _held[self.key][1] += 1; self.held = True; return self
         if _inherited(self.key): self.held = True; return self
+        check_path_length(self.path, self.dir_flag)
         make_dir(self.path.parent, self.dir_flag)
         try: f = open(self.path, "a+b")
         except OSError as e: raise unwritable(self.dir_flag, self.path.parent, e) from None

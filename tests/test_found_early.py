@@ -50,3 +50,23 @@ def test_train_still_generates_into_an_empty_folder_it_can_fill(tmp_path):
     again = load_training_games(TrainConfig(backend="local", data_root=str(root), max_train_games=2))   # generator-made: reused
     assert [g.id for g in again] == [g.id for g in games]
     assert len(read_jsonl(root / MANIFEST)) >= 1
+
+
+def test_two_evaluations_never_share_one_report(small_data_root, tmp_path):
+    "An eval whose report notebook already reports another output file is refused before any game, the report kept."
+    import json
+    report = tmp_path / "reports" / "base" / "eval.ipynb"
+    report.parent.mkdir(parents=True)
+    other = tmp_path / "first" / "base.jsonl"
+    # the report of an earlier evaluation, as papermill writes its parameters
+    report.write_text(json.dumps({"cells": [], "metadata": {"papermill": {"parameters": {"eval_file": str(other)}}},
+                                  "nbformat": 4, "nbformat_minor": 5}))
+    before = report.read_text()
+    out = tmp_path / "second" / "base.jsonl"
+    r = cli("eval", "--backend", "local", "--base-model", "tiny-qwen3", "--data-root", small_data_root, "--split",
+            "valid_seen", "--limit-per-split", "1", "--max-episode-steps", "1", "--max-assistant-tokens", "16",
+            "--output", out, "--runs-dir", tmp_path / "reports", "--swanlab-mode", "disabled", cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"alfworld-rl eval: error: --runs-dir: {report} is the report of {other}"), r.stderr
+    assert report.read_text() == before and not out.exists()

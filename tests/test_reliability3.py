@@ -227,3 +227,132 @@ def test_train_whose_run_directory_vanishes_stops(small_data_root, tmp_path):
     assert proc.returncode == 1, err[-2000:]
     assert "lost its config.json during the run" in [l for l in err.splitlines() if l.strip()][-1], err[-2000:]
     assert not (runs / "r" / "metrics.jsonl").exists()
+
+
+# ---- 6. sft on games without a walkthrough: listed and left out; with none left, one line and nothing written -------
+
+TINY_SFT = ["--backend", "local", "--base-model", "mini-base", "--games-per-batch", "1", "--max-steps", "1",
+            "--max-episode-steps", "40", "--max-trajectory-tokens", "6000", "--context", "window", "--lora-rank", "4",
+            "--swanlab-mode", "disabled", "--no-report"]
+
+
+def set_walkthrough(game_file, value):
+    "Write `value` as the game's walkthrough (None: remove the key)."
+    d = json.loads(Path(game_file).read_text())
+    if value is None: d.pop("walkthrough", None)
+    else: d["walkthrough"] = value
+    Path(game_file).write_text(json.dumps(d))
+
+
+def game_id(game_file, split_dir) -> str:
+    return f"train:{Path(game_file).parent.relative_to(split_dir).as_posix()}"
+
+
+def test_sft_leaves_out_games_without_a_walkthrough(small_data_root, tmp_path):
+    import shutil
+    games = tmp_path / "games"; shutil.copytree(small_data_root, games)
+    split = games / "json_2.1.1" / "train"
+    files = sorted(split.rglob("game.tw-pddl"))
+    set_walkthrough(files[0], None); set_walkthrough(files[1], [])
+    runs = tmp_path / "runs"
+    r = cli("sft", *TINY_SFT, "--data-root", games, "--output-dir", runs, "--run-name", "s", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "Traceback" not in r.stderr
+    assert "left out 2 game(s) of train without a walkthrough" in r.stderr, r.stderr[-3000:]
+    assert f"{game_id(files[0], split)}: game.tw-pddl has no walkthrough" in r.stderr
+    demonstrated = {d["game_id"] for d in read_jsonl(runs / "s" / "demonstrations.jsonl")}
+    assert demonstrated and not demonstrated & {game_id(f, split) for f in files[:2]}
+    # none has one: one line naming the games and what is missing, status 2, no run files
+    for f in files: set_walkthrough(f, None)
+    r = cli("sft", *TINY_SFT, "--data-root", games, "--output-dir", runs, "--run-name", "t", cwd=tmp_path)
+    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    assert r.returncode == 2 and len(lines) == 1, r.stderr[-3000:]
+    assert lines[0].startswith("alfworld-rl sft: error: no game of --train-split train has a walkthrough"), lines
+    assert "(game.tw-pddl has no walkthrough)" in lines[0] and "and 3 more" in lines[0]
+    assert sum(game_id(f, split) in lines[0] for f in files) == 3
+    assert not (runs / "t" / "config.json").exists() and not (runs / "t" / "games.json").exists()
+
+
+# ---- 7. a task folder whose name is not UTF-8: listed as skipped, the other games evaluated -------------------------
+
+def test_eval_goes_on_past_a_folder_name_that_is_not_utf8(small_data_root, tmp_path):
+    import shutil
+    games = tmp_path / "games"; shutil.copytree(small_data_root, games)
+    split = games / "json_2.1.1" / "valid_seen"
+    tasks = sorted(p for p in split.iterdir() if p.is_dir())
+    os.rename(os.fsencode(tasks[0]), os.fsencode(split) + b"/task_\xff")
+    out = tmp_path / "e.jsonl"
+    r = cli("eval", *TINY_EVAL, "--split", "valid_seen", "--data-root", games, "--output", out, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "left out 1 broken game(s) of valid_seen" in r.stderr
+    assert "valid_seen:task_\\xff/" in r.stderr and "its folder name is not valid UTF-8" in r.stderr
+    records = read_jsonl(out)
+    trajs = [x for x in records if x["type"] == "trajectory"]
+    assert len(trajs) == len(tasks) - 1 and records[-1]["type"] == "summary"
+    assert records[-1]["metrics"]["eval/valid_seen/broken_games"] == 1
+
+
+# ---- 8. a name longer than the file system takes: one line naming the flag, status 2, nothing written ---------------
+
+LONG = "x" * 300
+
+@pytest.mark.parametrize("args, flag", [
+    (["train", "--no-report", "--output-dir", f"{LONG}/r"], "--output-dir"),
+    (["sft", "--no-report", "--output-dir", LONG], "--output-dir"),
+    (["eval", "--no-report", "--output", f"{LONG}/e.jsonl"], "--output"),
+    (["eval", "--runs-dir", f"{LONG}/r", "--output", "e.jsonl"], "--runs-dir"),
+    (["eval", "--no-report", "--output", "y" * 250], "--output"),           # its lock file's name would be too long
+    (["mini", "--no-report", "--out-dir", LONG], "--out-dir"),
+    (["generate", "--out", LONG, "--train", "1"], "--out"),
+    (["agreement", "--output", f"{LONG}/a.json"], "--output"),
+], ids=["train", "sft", "eval-output", "eval-runs-dir", "eval-lock", "mini", "generate", "agreement"])
+def test_a_name_too_long_is_refused_up_front(args, flag, tmp_path):
+    r = cli(*args, cwd=tmp_path, timeout=120)
+    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    assert r.returncode == 2 and len(lines) == 1, r.stderr[-3000:]
+    assert lines[0].startswith(f"alfworld-rl {args[0]}: error: {flag}: the name "), lines
+    assert "bytes per file or folder name" in lines[0]
+    assert os.listdir(tmp_path) == []
+
+
+# ---- 9. evaluation records keep the absolute data root, also when it came from $ALFWORLD_DATA ---------------------
+
+def test_eval_records_keep_the_absolute_data_root(small_data_root, tmp_path, monkeypatch):
+    import shutil
+    from alfworld_rl.runs.evaluate import EvalConfig, resolved_data_root
+    shutil.copytree(small_data_root, tmp_path / "games")
+    r = cli("eval", *TINY_EVAL, "--split", "valid_seen", "--limit-per-split", "1", "--output", "e.jsonl", cwd=tmp_path,
+            env={**env_without_data_root(), "ALFWORLD_DATA": "games"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    records = read_jsonl(tmp_path / "e.jsonl")
+    assert records[-1]["config"]["data_root"] == str((tmp_path / "games").resolve())
+    assert all(Path(x["game_file"]).is_absolute() for x in records if x["type"] == "trajectory")
+    monkeypatch.chdir(tmp_path)                  # a relative --data-root is kept resolved too
+    assert resolved_data_root(EvalConfig(data_root="games")) == str((tmp_path / "games").resolve())
+
+
+# ---- 10. the parent of a report-mode command never imports torch ---------------------------------------------------
+
+PARENT_PROBE = """
+import shutil, sys
+import papermill
+ran = []
+def report(template, output, **kw):
+    ran.append(output); shutil.copyfile(template, output)      # the kernel's work, left out: only the parent runs
+papermill.execute_notebook = report
+from alfworld_rl.cli import main
+try: main(sys.argv[1:])
+except BaseException as e: print("ended with", repr(e))
+print("PROBE", bool(ran), "torch" in sys.modules)
+"""
+
+@pytest.mark.parametrize("args", [
+    ["train", "--backend", "local", "--base-model", "mini-base", "--max-steps", "1", "--output-dir", "runs"],
+    ["sft", "--backend", "local", "--base-model", "mini-base", "--max-steps", "1", "--output-dir", "runs"],
+    ["mini", "--settings", "smoke", "--seeds", "0", "--out-dir", "mini"],
+], ids=["train", "sft", "mini"])
+def test_report_mode_parent_does_not_import_torch(args, small_data_root, tmp_path):
+    extra = ["--data-root", str(small_data_root)] if args[0] != "mini" else []
+    r = subprocess.run([sys.executable, "-c", PARENT_PROBE, *args, *extra], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=300, env=env_without_data_root())
+    assert "PROBE True False" in r.stdout, (r.stdout[-2000:], r.stderr[-3000:])

@@ -6,8 +6,6 @@
 from __future__ import annotations
 from pathlib import Path
 
-import torch
-
 from ..core import UserError
 from .tiny_model import TINY_MODEL_NAME, MINI_BASE_NAME, SHIPPED_MODELS, rebuild_command, shipped_model_path, tiny_qwen3_path
 
@@ -17,10 +15,11 @@ __all__ = ['DTYPES', 'PREFIX_CACHE_CPU_BYTES', 'PREFIX_CACHE_CUDA_SHARE', 'LOGIT
            'backbone_and_head']
 
 # %% ../../nbs/backends/31_local_models.ipynb #c78681c5
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DTYPES = ("float32", "bfloat16", "float16")        # names of torch dtypes; torch is imported only where it is used
 
 def resolve_device(device: str | torch.device | None = None, flag: str = "--device") -> torch.device:
     "The torch device for `device` (`None`/'auto': CUDA if present, else CPU); errors name `flag`."
+    import torch
     if device is None or device == "auto": return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try: d = torch.device(device)
     except (RuntimeError, TypeError):
@@ -34,16 +33,18 @@ def resolve_device(device: str | torch.device | None = None, flag: str = "--devi
 
 def same_device(a: str | torch.device, b: str | torch.device) -> bool:
     "Whether `a` and `b` are the same device (`cuda` is the current CUDA device, e.g. `cuda:0`)."
+    import torch
     def index(d): return d.index if d.index is not None else (torch.cuda.current_device() if d.type == "cuda" else 0)
     a, b = torch.device(a), torch.device(b)
     return a.type == b.type and index(a) == index(b)
 
 def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.dtype:
     "The parameter dtype for `dtype` (`None`/'auto': bfloat16 on CUDA, float32 on CPU)."
+    import torch
     if isinstance(dtype, torch.dtype): return dtype
     if dtype is None or dtype == "auto": return torch.bfloat16 if device.type == "cuda" else torch.float32
     if dtype not in DTYPES: raise UserError(f"--dtype: {dtype!r} is not one of auto, {', '.join(DTYPES)}", status=2)
-    return DTYPES[dtype]
+    return getattr(torch, dtype)
 
 PREFIX_CACHE_CPU_BYTES = 2**30             # the prefix cache's budget on the CPU
 PREFIX_CACHE_CUDA_SHARE = 0.25             # on CUDA: this share of the memory free when a sampler starts
@@ -52,6 +53,7 @@ def prefix_cache_bytes(device: torch.device, gb: float | None = None) -> int:
     "Bytes of KV cache kept for prompt prefixes: `gb` GiB if given, else 1 GiB on the CPU, a quarter of the free memory on CUDA."
     if gb is not None: return int(gb * 2**30)
     if device.type != "cuda": return PREFIX_CACHE_CPU_BYTES
+    import torch
     free, _ = torch.cuda.mem_get_info(device)
     return int(free * PREFIX_CACHE_CUDA_SHARE)
 

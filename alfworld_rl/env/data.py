@@ -11,9 +11,9 @@ from urllib.parse import urlparse
 from ..core import UserError, resolve_data_root
 
 # %% auto #0
-__all__ = ['TASK_TYPES', 'SPLITS', 'GAMES_DIR', 'ALFWORLD_RELEASE_URLS', 'Game', 'split_dir', 'game_file_problem',
-           'report_broken', 'discover_games', 'GameBatches', 'install_archive', 'download', 'cli_download_parser',
-           'cli_download']
+__all__ = ['TASK_TYPES', 'SPLITS', 'GAMES_DIR', 'ALFWORLD_RELEASE_URLS', 'Game', 'split_dir', 'utf8_path', 'printable',
+           'game_file_problem', 'walkthrough_problem', 'report_broken', 'discover_games', 'GameBatches',
+           'install_archive', 'download', 'cli_download_parser', 'cli_download']
 
 # %% ../../nbs/env/10_data.ipynb #0d9aeb75
 TASK_TYPES = ("pick_and_place_simple", "look_at_obj_in_light", "pick_clean_then_place_in_recep",
@@ -62,6 +62,16 @@ def _pddl_problem(text: str, what: str) -> str | None:
     if not re.search(r"\(\s*define\b", text): return f"{what} has no (define ...)"
     return None
 
+def utf8_path(path) -> bool:
+    "Whether `path` is valid UTF-8 text (a folder name of other bytes cannot go into an id, a record or a message)."
+    try: str(path).encode("utf-8")
+    except UnicodeEncodeError: return False
+    return True
+
+def printable(name: str) -> str:
+    "`name` with the bytes that are not UTF-8 written as `\\xNN`."
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
+
 def game_file_problem(game_file) -> str | None:
     "Why `game_file` (a game.tw-pddl) cannot be played, or None when it is sound (its PDDL parses as balanced)."
     game, why = _read_json(Path(game_file), "game.tw-pddl")
@@ -73,6 +83,17 @@ def game_file_problem(game_file) -> str | None:
         why = _pddl_problem(game[key], key)
         if why: return why
     if ":init" not in game["pddl_problem"] or ":goal" not in game["pddl_problem"]: return "pddl_problem has no :init or no :goal"
+    return None
+
+def walkthrough_problem(game_file) -> str | None:
+    "Why `game_file` (a game.tw-pddl) has no walkthrough an expert can replay (a list of actions), or None."
+    game, why = _read_json(Path(game_file), "game.tw-pddl")
+    if why: return why
+    walk = game.get("walkthrough") if isinstance(game, dict) else None
+    if walk is None: return "game.tw-pddl has no walkthrough"
+    if walk == []: return "game.tw-pddl's walkthrough is empty"
+    if not isinstance(walk, list) or not walk or not all(isinstance(a, str) and a.strip() for a in walk):
+        return "game.tw-pddl's walkthrough is not a list of actions"
     return None
 
 def _read_game(trial: Path, rel: str) -> tuple[str | None, str | None]:
@@ -91,12 +112,12 @@ def _read_game(trial: Path, rel: str) -> tuple[str | None, str | None]:
     if not data["solvable"]: return None, f"unsolvable (solvable: {data['solvable']!r}; ALFWorld skips it)"
     return traj["task_type"], None             # ALFWorld keeps any true value ("True", 1) as solvable
 
-def report_broken(split: str, broken: list[tuple[str, str]], file=None) -> None:
-    "Print the broken games of `split` on stderr, each with the reason."
+def report_broken(split: str, broken: list[tuple[str, str]], file=None, what: str | None = None) -> None:
+    "Print the games of `split` left out on stderr, each with the reason; `what` names them (default: broken games of `split`)."
     if not broken: return
     import sys
     file = file or sys.stderr
-    print(f"Warning: left out {len(broken)} broken game(s) of {split}:", file=file)
+    print(f"Warning: left out {len(broken)} {what or f'broken game(s) of {split}'}:", file=file)
     for gid, why in broken: print(f"  {gid}: {why}", file=file)
 
 def discover_games(data_root, split: str, *, max_games: int | None = None, seed: int | None = None,
@@ -115,6 +136,8 @@ def discover_games(data_root, split: str, *, max_games: int | None = None, seed:
         if "traj_data.json" not in filenames and "game.tw-pddl" not in filenames: continue
         trial = Path(dirpath)
         rel = trial.relative_to(d).as_posix()
+        if not utf8_path(trial):                                         # ids and records are UTF-8 text
+            bad.append((f"{split}:{printable(rel)}", "its folder name is not valid UTF-8 (rename it)")); continue
         if "traj_data.json" not in filenames:
             if "movable" not in rel and "Sliced" not in rel: bad.append((f"{split}:{rel}", "no traj_data.json"))
             continue

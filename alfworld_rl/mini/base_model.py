@@ -178,7 +178,7 @@ def portable_settings(s: BaseSettings, games, valid) -> dict:
     "`s` as `base.json` records it: an official data root by its folder name and its games' digests, never a path of the building machine."
     d = asdict(s)
     if s.data_root is not None:
-        from alfworld_rl.runs.train import games_digest
+        from alfworld_rl.runs.run_games import games_digest
         d["data_root"] = Path(s.data_root).name
         d["games_digest"] = {"train": games_digest(games), "valid_seen": games_digest(valid)}
     return d
@@ -228,6 +228,8 @@ def cli_build_base(args) -> int:
     if (args.data_root is None) != (args.init_model is None) or (args.data_root and not args.out):
         raise UserError("--data-root, --from and --out go together (a base for official rooms continues a built base)", status=2)
     out = Path(args.out) if args.out else shipped_model_path(base_name(layers))
+    from alfworld_rl.run_lock import check_path_length
+    check_path_length(out, "--out")                  # a name too long for the file system: one line, nothing built
     if out.exists() and not out.is_dir(): raise UserError(f"--out {out} is a file; give a directory", status=2)
     settings = BaseSettings(num_hidden_layers=layers)
     if args.data_root is not None:

@@ -82,7 +82,7 @@ def _check_step_return(step_return) -> None:
     "Raise unless `step_return` is one of `STEP_RETURNS`."
     if step_return not in STEP_RETURNS: raise ValueError(f"step_return must be one of {', '.join(STEP_RETURNS)}; got {step_return!r}")
 
-def step_returns(step_rewards: Sequence[float], gamma: float = 0.95, step_return: str = "all") -> list[float]:
+def step_returns(step_rewards: Sequence[float], gamma: float = 0.95, step_return: str = "win") -> list[float]:
     "Discounted returns of one trajectory, rounded to 10 decimals: `all` sums every later reward, `win` only the later wins."
     gamma = _check_gamma(gamma)
     _check_step_return(step_return)

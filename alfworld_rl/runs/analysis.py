@@ -4,7 +4,7 @@
 
 # %% ../../nbs/runs/45_analysis.ipynb #f29c81ef
 from __future__ import annotations
-import json, os, re, textwrap
+import json, math, os, re, textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,8 +13,9 @@ from ..core import UserError, read_jsonl
 # %% auto #0
 __all__ = ['DEFAULT_EVAL_FILES', 'DEFAULT_FIGURE', 'DEFAULT_TASK_FIGURE', 'ACTION_VERBS', 'INVALID_CALL', 'EvalSummary',
            'load_summary', 'write_summary_file', 'check_consistent', 'comparison_table', 'task_table', 'action_verb',
-           'action_counts', 'action_table', 'task_object', 'take_decisions', 'take_table', 'plot_checkpoints',
-           'plot_task_types', 'parse_eval_files', 'load_summaries', 'cli_analyze_parser', 'cli_analyze']
+           'action_counts', 'action_table', 'task_object', 'take_decisions', 'take_table', 'success_errors',
+           'plot_checkpoints', 'plot_task_types', 'parse_eval_files', 'load_summaries', 'cli_analyze_parser',
+           'cli_analyze']
 
 # %% ../../nbs/runs/45_analysis.ipynb #0db32c0f
 DEFAULT_EVAL_FILES = {
@@ -249,15 +250,30 @@ def take_table(files: dict[str, str | os.PathLike]) -> str:
 
 
 # %% ../../nbs/runs/45_analysis.ipynb #1b867f5e
-def _bar_labels(ax, bars, values):
-    "Write each bar's value as a percentage above it."
-    for bar, v in zip(bars, values):
+def _bar_labels(ax, bars, values, errors=None):
+    "Write each bar's value as a percentage above it (above its error bar, where it has one)."
+    for bar, v, e in zip(bars, values, errors or [None] * len(values)):
         if v is None: continue
-        ax.annotate(f"{100 * v:.1f}", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+        ax.annotate(f"{100 * v:.1f}", (bar.get_x() + bar.get_width() / 2, bar.get_height() + 100 * (e or 0)),
                     ha="center", va="bottom", fontsize=7, xytext=(0, 2), textcoords="offset points")
 
-def plot_checkpoints(summaries: list[EvalSummary], path: str | os.PathLike = DEFAULT_FIGURE) -> Path:
-    "Save the two-panel checkpoint figure (success by split; overall success and invalid actions) to `path`."
+def success_errors(summary: EvalSummary, groups: list[str], given: dict[str, float] | None = None) -> list[float | None]:
+    """The standard error of `summary`'s success rate in each of `groups` (splits and `all`): `given[group]` where
+    given, else the summary's `success_rate_se`; `all` without either combines the splits' by their games. None: unknown."""
+    given = given or {}
+    def se(group):
+        v = given.get(group, summary.metrics.get(f"eval/{group}/success_rate_se"))
+        if v is not None or group != "all": return None if v is None else float(v)
+        parts = [(se(s), summary.games(s)) for s in summary.splits()]
+        n = sum(g for _, g in parts)
+        if not parts or not n or any(e is None for e, _ in parts): return None
+        return math.sqrt(math.fsum((e * g) ** 2 for e, g in parts)) / n
+    return [se(g) for g in groups]
+
+def plot_checkpoints(summaries: list[EvalSummary], path: str | os.PathLike = DEFAULT_FIGURE,
+                     errors: dict[str, dict[str, float]] | None = None) -> Path:
+    """Save the two-panel checkpoint figure (success by split; overall success and invalid actions) to `path`; each
+    success bar has an error bar of one standard error (`errors[label][split]` where given, see `success_errors`)."""
     from matplotlib.figure import Figure
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
     fig = Figure(figsize=(11, 4.2), layout="constrained")
@@ -266,17 +282,21 @@ def plot_checkpoints(summaries: list[EvalSummary], path: str | os.PathLike = DEF
     width = 0.8 / len(summaries)
     for i, s in enumerate(summaries):
         values = [s.value(g, "success_rate") for g in groups]
+        ses = success_errors(s, groups, (errors or {}).get(s.label))
         xs = [g + (i - (len(summaries) - 1) / 2) * width for g in range(len(groups))]
-        bars = ax_a.bar(xs, [100 * (v or 0) for v in values], width, label=s.label)
-        _bar_labels(ax_a, bars, values)
+        bars = ax_a.bar(xs, [100 * (v or 0) for v in values], width, label=s.label,
+                        yerr=[100 * (e or 0) for e in ses], error_kw=dict(ecolor="0.25", capsize=2, lw=0.8))
+        _bar_labels(ax_a, bars, values, ses)
     ax_a.set_xticks(range(len(groups)), [f"{g}\n({summaries[0].games(g)} games)" for g in groups])
     ax_a.set_ylabel("success rate (%)"); ax_a.set_ylim(0, 105)
-    ax_a.set_title("(a) success rate by split"); ax_a.legend(fontsize=8)
+    ax_a.set_title("(a) success rate by split (error bars: one standard error)"); ax_a.legend(fontsize=8)
 
     labels = [s.label for s in summaries]
     overall = [s.value("all", "success_rate") for s in summaries]
-    bars = ax_b.bar(range(len(summaries)), [100 * (v or 0) for v in overall], 0.6, color="tab:blue", label="success rate")
-    _bar_labels(ax_b, bars, overall)
+    overall_se = [success_errors(s, ["all"], (errors or {}).get(s.label))[0] for s in summaries]
+    bars = ax_b.bar(range(len(summaries)), [100 * (v or 0) for v in overall], 0.6, color="tab:blue", label="success rate",
+                    yerr=[100 * (e or 0) for e in overall_se], error_kw=dict(ecolor="0.25", capsize=3, lw=0.8))
+    _bar_labels(ax_b, bars, overall, overall_se)
     ax_b.set_xticks(range(len(summaries)), labels)
     ax_b.set_ylabel("overall success rate (%)", color="tab:blue"); ax_b.set_ylim(0, 105)
     ax_inv = ax_b.twinx()

@@ -17,11 +17,11 @@ from ..settings import (Setting, configuration, pick, integer, one_of, bad, chec
 __all__ = ['SPLITS', 'SPLIT_CHOICES', 'EVALUATION', 'OUTPUT', 'SAMPLING', 'RESULT_SETTINGS', 'EVAL_METRICS', 'CPU_CONCURRENCY',
            'CONCURRENCY', 'EvalConfig', 'validate_eval_config', 'result_settings', 'prepare_output', 'episode_key',
            'unique_trajectories', 'finished_game_ids', 'trajectory_record', 'success_standard_error', 'split_metrics',
-           'summarize_records', 'print_metrics', 'summary_record', 'stop_reason_counts', 'invalid_action_breakdown',
-           'steps_to_success', 'render_transcript', 'select_games', 'with_broken_games', 'report_env_errors',
-           'rollout_config', 'games_in_flight', 'evaluate_games', 'make_sampling_client', 'evaluate', 'log_to_swanlab',
-           'report_template', 'execute_report', 'cli_eval_parser', 'config_from_args', 'eval_resume_command',
-           'cli_eval']
+           'summarize_records', 'print_metrics', 'resolved_data_root', 'summary_record', 'stop_reason_counts',
+           'invalid_action_breakdown', 'steps_to_success', 'render_transcript', 'select_games', 'with_broken_games',
+           'report_env_errors', 'rollout_config', 'games_in_flight', 'evaluate_games', 'make_sampling_client',
+           'evaluate', 'log_to_swanlab', 'report_template', 'execute_report', 'cli_eval_parser', 'config_from_args',
+           'eval_resume_command', 'check_report_owner', 'cli_eval']
 
 # %% ../../nbs/runs/44_evaluate.ipynb #cb872a4b
 SPLITS = ("valid_seen", "valid_unseen")
@@ -88,8 +88,9 @@ def validate_eval_config(c: EvalConfig) -> EvalConfig:
     check_turn_budget(c)
     if c.overwrite_output and c.resume:
         raise UserError("--overwrite-output and --resume exclude each other: replace the file or continue it", status=2)
-    from alfworld_rl.run_lock import check_output_file
+    from alfworld_rl.run_lock import check_output_file, check_path_length
     check_output_file(c.output_path(), "--output")     # a regular file or a new path: never a link, FIFO or device
+    check_path_length(c.run_dir(), "--runs-dir")       # a name too long: refused before the output's lock is taken
     return c
 
 # %% ../../nbs/runs/44_evaluate.ipynb #fb705ce5
@@ -153,7 +154,7 @@ def trajectory_record(traj, c: EvalConfig) -> dict:
     "The JSONL record of one evaluated trajectory."
     body = traj.to_record()
     game = traj.game
-    rec = {"type": "trajectory", "game_id": game.id, "game_file": str(game.game_file), "split": game.split,
+    rec = {"type": "trajectory", "game_id": game.id, "game_file": os.path.abspath(game.game_file), "split": game.split,
            "evaluation_split": c.split, "task_type": game.task_type, "engine": c.engine}
     for k, v in body.items():
         if k not in rec and k != "game": rec[k] = v
@@ -216,10 +217,15 @@ def print_metrics(metrics: dict) -> None:
         prefix = f"eval/{sp}/"
         print(json.dumps({"split": sp, **{k[len(prefix):]: v for k, v in metrics.items() if k.startswith(prefix)}}))
 
+def resolved_data_root(c: EvalConfig) -> str:
+    "The absolute data root of `c`'s games (`--data-root`, else $ALFWORLD_DATA, else datasets/alfworld), links resolved."
+    from alfworld_rl.core import resolve_data_root
+    return str(resolve_data_root(c.data_root).resolve())
+
 def summary_record(c: EvalConfig, records: list[dict]) -> dict:
     "The closing `summary` record of an evaluation file."
     return {"type": "summary", "base_model": c.base_model, "model_path": c.model_path,
-            "metrics": summarize_records(records), "config": asdict(c)}
+            "metrics": summarize_records(records), "config": {**asdict(c), "data_root": resolved_data_root(c)}}
 
 # %% ../../nbs/runs/44_evaluate.ipynb #a74abb33
 def stop_reason_counts(records: list[dict]) -> dict[str, int]:
@@ -442,6 +448,16 @@ def eval_resume_command(args) -> str:
         else: parts += [flag(name), str(value)]
     return shlex.join(parts + ["--resume"])
 
+def check_report_owner(nb: Path, out: Path) -> None:
+    "Refuse (status 2) a report notebook that already reports another evaluation file: two outputs, one report, never."
+    if not nb.is_file(): return
+    try: params = json.loads(nb.read_text())["metadata"]["papermill"]["parameters"]
+    except (OSError, ValueError, KeyError, TypeError): return      # not a papermill report: replaced as before
+    other = params.get("eval_file")
+    if other and Path(other) != out.resolve():
+        raise UserError(f"--runs-dir: {nb} is the report of {other}; this evaluation ({out}) would replace it. Pass "
+                        f"another --runs-dir or another --output file name", status=2)
+
 def cli_eval(args) -> int:
     "Run `alfworld-rl eval`."
     from alfworld_rl.run_lock import check_writable_dir, output_file_lock
@@ -451,7 +467,9 @@ def cli_eval(args) -> int:
         from alfworld_rl.backends.local_trainer import check_checkpoint
         check_checkpoint(c.model_path, "sampler", "--model-path", base_model=c.base_model)
     with output_file_lock(out):                     # taken before any work: also checks that --output is writable
-        if c.report: check_writable_dir(c.run_dir(), "--runs-dir")
+        if c.report:
+            check_writable_dir(c.run_dir(), "--runs-dir")
+            check_report_owner(c.run_dir() / "eval.ipynb", out)
         try: summary = evaluate(c)
         except KeyboardInterrupt:                   # every finished game is in the file: say how to continue it
             print(f"Interrupted; the finished games are in {out}. Continue with: {eval_resume_command(args)}",

@@ -16,9 +16,9 @@ from ..settings import (Setting, configuration, pick, integer, flag, check_setti
                                   MODEL, DATA, SCHEDULE, ROLLOUT, OPTIMIZER, LOGGING, RUN_DIR)
 
 # %% auto #0
-__all__ = ['DEMONSTRATIONS', 'PROMPTS', 'SFTConfig', 'validate_sft_config', 'expert_rollout_config', 'expert_trajectories',
-           'sft_datum', 'sft_rows', 'row_datum', 'sft_token_counts', 'SFTRun', 'sft', 'add_sft_arguments',
-           'resolve_sft_config', 'run_sft_report', 'cli_sft_parser', 'cli_sft']
+__all__ = ['DEMONSTRATIONS', 'PROMPTS', 'SFTConfig', 'validate_sft_config', 'expert_rollout_config', 'demonstrable_games',
+           'expert_trajectories', 'sft_datum', 'sft_rows', 'row_datum', 'sft_token_counts', 'SFTRun', 'sft',
+           'add_sft_arguments', 'resolve_sft_config', 'run_sft_report', 'cli_sft_parser', 'cli_sft']
 
 # %% ../../nbs/runs/42_sft.ipynb #c1553d23
 DEMONSTRATIONS = {
@@ -68,11 +68,29 @@ def expert_rollout_config(c: SFTConfig):
     return project(RolloutConfig, c, group_size=c.demos_per_game, max_assistant_tokens=min(256, c.max_trajectory_tokens - 1),
                    temperature=0.0)
 
+def demonstrable_games(games: list, where: str) -> list:
+    "The games of `games` with a walkthrough to replay; the others are listed on stderr, and none left is refused (one line)."
+    from alfworld_rl.env.data import report_broken, walkthrough_problem
+    gaps = [(g.id, why) for g in games if (why := walkthrough_problem(g.game_file))]
+    if not gaps: return list(games)
+    left_out = {gid for gid, _ in gaps}
+    kept = [g for g in games if g.id not in left_out]
+    if not kept:
+        named = "; ".join(f"{gid} ({why})" for gid, why in gaps[:3]) + (f"; and {len(gaps) - 3} more" if len(gaps) > 3 else "")
+        raise UserError(f"no game of {where} has a walkthrough for the expert demonstrations to replay: {named}. "
+                        "Use games that have one (ALFWorld's official games, or `alfworld-rl generate`)", status=2)
+    for split in dict.fromkeys(g.split for g in games):
+        report_broken(split, [(gid, why) for gid, why in gaps if gid.split(":", 1)[0] == split],
+                      what=f"game(s) of {split} without a walkthrough (the expert demonstrations replay it)")
+    return kept
+
 def expert_trajectories(games: list, tokenizer, c: SFTConfig, progress: bool = True, games_flag: str | None = None) -> list:
     "The won expert demonstrations of `games` (`demos_per_game` each, in game order), replayed through the real protocol and engine."
     from tqdm.auto import tqdm
     from alfworld_rl.rl.policies import ExpertPolicy, SearchingExpertPolicy
     from alfworld_rl.rl.rollout import run_rollout
+    where = games_flag or f"--train-split {c.train_split}"      # the flag that chose the games, in the caller's words
+    games = demonstrable_games(games, where)                    # a game without a walkthrough: listed, not replayed
     expert = SearchingExpertPolicy(tokenizer, c.max_detours) if c.max_detours else ExpertPolicy(tokenizer)
     bar = tqdm(total=len(games) * c.demos_per_game, desc="expert demonstrations", unit="demo", disable=not progress)
     def tick(done, total): bar.update(done - bar.n)
@@ -81,7 +99,6 @@ def expert_trajectories(games: list, tokenizer, c: SFTConfig, progress: bool = T
     kept = [t for t in batch.trajectories if t.won]
     for t in batch.trajectories:
         if not t.won: print(f"Note: left out {t.game.id} (branch {t.branch}): the demonstration ended with {t.stop_reason}", file=sys.stderr)
-    where = games_flag or f"--train-split {c.train_split}"      # the flag that chose the games, in the caller's words
     if not kept: raise UserError(f"no expert demonstration won among {len(games)} games of {where}")
     return kept
 
@@ -138,10 +155,13 @@ class SFTRun(RunLifecycle):
         else:                                               # given by the caller (the mini): their games are the run's
             games = list({t.game.id: t.game for t in self.demos}.values())
             check_recorded_games(self.run_dir, games)
+        # games without a walkthrough are listed (or, all of them, refused) before any file is written; the games
+        # record keeps every discovered game, so that a resume finds the same set
+        replayable = demonstrable_games(games, f"--train-split {c.train_split}") if self.demos is None else games
         self.start_run_files()
         record_games(self.run_dir, games)
         self.start_client(save)
-        if self.demos is None: self.demos = expert_trajectories(games, self.tokenizer, c, self.progress)
+        if self.demos is None: self.demos = expert_trajectories(replayable, self.tokenizer, c, self.progress)
         self._write_demonstrations()
         self.rows = {}                                      # game id -> the (tokens, mask) rows of its demonstrations
         for t in self.demos: self.rows.setdefault(t.game.id, []).extend(sft_rows(t))
