@@ -92,7 +92,7 @@ def walkthrough_problem(game_file) -> str | None:
     walk = game.get("walkthrough") if isinstance(game, dict) else None
     if walk is None: return "game.tw-pddl has no walkthrough"
     if walk == []: return "game.tw-pddl's walkthrough is empty"
-    if not isinstance(walk, list) or not walk or not all(isinstance(a, str) and a.strip() for a in walk):
+    if not isinstance(walk, list) or not all(isinstance(a, str) and a.strip() for a in walk):
         return "game.tw-pddl's walkthrough is not a list of actions"
     return None
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from ..core import UserError, resolve_data_root
 
 # %% auto #0
-__all__ = ['SPLIT_NAMES', 'MANIFEST', 'choose_games', 'games_digest', 'copy_games']
+__all__ = ['SPLIT_NAMES', 'MANIFEST', 'choose_games', 'trial_files_digest', 'copy_games']
 
 # %% ../../nbs/mini/54_official_games.ipynb #c4b34b1a
 SPLIT_NAMES = ("train", "valid_seen", "valid_unseen")
@@ -43,7 +43,7 @@ def _files(root: Path):
             p = Path(dirpath) / name
             yield p.relative_to(root).as_posix(), p
 
-def games_digest(data_root, ids: dict[str, list[str]]) -> str:
+def trial_files_digest(data_root, ids: dict[str, list[str]]) -> str:
     "SHA-256 over the files of the games `ids` (per split) under `data_root`, names and bytes."
     from alfworld_rl.env.data import split_dir
     h = hashlib.sha256()
@@ -78,7 +78,7 @@ def copy_games(source, dest, train_games: int, valid_games: int, seed: int = 0, 
         if {k: old.get(k) for k in wanted} != wanted:
             raise UserError(f"{dest} holds other games ({manifest}: source {old.get('source')}, "
                             f"{old.get('train_games')} training games, seed {old.get('seed')}); use another --out-dir", status=2)
-        if games_digest(dest, ids) != old.get("digest"):
+        if trial_files_digest(dest, ids) != old.get("digest"):
             raise UserError(f"the games under {dest} changed since they were copied (digest of {manifest} differs); "
                             f"use another --out-dir", status=2)
         return dest
@@ -90,7 +90,7 @@ def copy_games(source, dest, train_games: int, valid_games: int, seed: int = 0, 
             for g in games:
                 _copy_trial(_trial_dir(g), split_dir(dest, split) / _rel(g)); bar.update()
     if (src_root / "logic").is_dir() and not (dest / "logic").is_dir(): shutil.copytree(src_root / "logic", dest / "logic")
-    wanted["digest"] = games_digest(dest, ids)
+    wanted["digest"] = trial_files_digest(dest, ids)
     tmp = manifest.with_suffix(".partial")
     tmp.write_text(json.dumps(wanted, indent=1) + "\n"); tmp.rename(manifest)
     return dest

@@ -198,10 +198,10 @@ class RunLifecycle:
         if self.lock is not None: self.lock.release(); self.lock = None
 
     @classmethod
-    def start(cls, *args, **kwargs):
+    def start(cls, config, **kwargs):
         """Open a run of this kind (releasing the run directory if opening fails) and run it to its last step; a broken
         PyTRIO run is resumed in-process from its last save, once per save."""
-        run, recovered_at = cls(*args, **kwargs), None
+        run, recovered_at = cls(config, **kwargs), None
         while True:
             try: run.open()
             except BaseException:
@@ -211,10 +211,7 @@ class RunLifecycle:
             except Exception as e:
                 if not broken_run(e): raise
                 recovered_at = run.after_broken_run(e, recovered_at)
-                import inspect
-                bound = inspect.signature(cls.__init__).bind(None, *args, **kwargs)   # the same run, resumed
-                bound.arguments.update(resume=True, service_client=run.svc)
-                run = cls(*bound.args[1:], **bound.kwargs)
+                run = cls(config, **{**kwargs, "resume": True, "service_client": run.svc})   # the same run, resumed
 
     def after_broken_run(self, error: BaseException, recovered_at) -> int:
         "The save to recover from (said in one line), or a `UserError` naming the last save and the resume command."
