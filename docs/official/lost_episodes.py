@@ -16,6 +16,18 @@ the task's object and receptacle in `traj_data.json`'s `pddl_params`):
 and, over all its steps: the share of admitted `go to`s that went back to a place already visited (revisits), and
 the share of steps that repeat the command of one or two steps before (loops). Use `--split` to keep one split; pass
 several files (one per seed or checkpoint) to pool them.
+
+`--commands` adds what the refused commands of every episode (won or lost) were, by kind:
+
+    take: object not here      `take X from P` at the place P it stands at, X not in what it saw there
+    take: hands full           `take X from P` where it stands and X is there (it already holds something)
+    take: not at that place    `take X from P` while standing somewhere else
+    go to: not in this room    a place the room's first description does not name
+    go to: already there       the place it stands at
+    put / move refused         a put or move the game refused (not holding it, not standing there)
+    transform / use refused    clean, heat, cool or use refused
+    open / close refused       an open or close refused
+    not a command              a reply with no known verb, or no tool call at all
 """
 import argparse, json, re, sys
 from collections import Counter, defaultdict
@@ -68,18 +80,48 @@ def habits(r: dict) -> tuple[int, int, int, int]:
     return back, gotos, loops, len(actions)
 
 
+COMMAND_KINDS = ("take: object not here", "take: hands full", "take: not at that place", "go to: not in this room", "go to: already there",
+                 "put / move refused", "transform / use refused", "open / close refused", "not a command")
+
+
+def refused_kinds(r: dict) -> Counter:
+    "The refused commands of one episode, by kind (see the module docstring)."
+    out, here, here_text = Counter(), None, ""
+    for s in r["steps"]:
+        a = s.get("action") or ""
+        if s.get("admissible"):
+            if a.startswith("go to "): here, here_text = a[len("go to "):], s.get("observation") or ""
+            elif a.startswith("open "): here_text += " " + (s.get("observation") or "")
+            continue
+        take = re.fullmatch(r"take (.+) from (.+)", a)
+        verb = a.split(" ")[0] if s.get("valid_format") else ""
+        if take and take[2] != here: kind = "take: not at that place"
+        elif take: kind = "take: object not here" if take[1] not in here_text else "take: hands full"
+        elif a.startswith("go to "):                   # a place of this room other than here is always admitted
+            kind = "go to: already there" if a[len("go to "):] == here else "go to: not in this room"
+        elif verb in ("put", "move"): kind = "put / move refused"
+        elif verb in ("clean", "heat", "cool", "use"): kind = "transform / use refused"
+        elif verb in ("open", "close"): kind = "open / close refused"
+        else: kind = "not a command"
+        out[kind] += 1
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("files", nargs="+", help="evaluation JSONL files")
     ap.add_argument("--split", default=None, help="keep one split (valid_seen or valid_unseen)")
+    ap.add_argument("--commands", action="store_true", help="also break the refused commands down by kind")
     a = ap.parse_args(argv)
-    per_type, won, n = defaultdict(Counter), Counter(), Counter()
+    per_type, won, n, refused = defaultdict(Counter), Counter(), Counter(), Counter()
+    all_steps = 0
     back = gotos = loops = steps = lost = 0
     for f in a.files:
         for line in Path(f).read_text().splitlines():
             r = json.loads(line)
             if r.get("type") != "trajectory" or (a.split and r["split"] != a.split): continue
             t = r["task_type"]; n[t] += 1
+            refused.update(refused_kinds(r)); all_steps += len(r["steps"])
             if r["won"]: won[t] += 1; continue
             lost += 1; per_type[t][stage_of(r)] += 1
             b, g, l, s = habits(r); back += b; gotos += g; loops += l; steps += s
@@ -97,6 +139,12 @@ def main(argv=None) -> int:
     print(f"\n(stage columns: % of the lost episodes) lost episodes: {lost}; their admitted go-tos that revisit a place: "
           f"{100 * back / max(1, gotos):.0f}% of {gotos}; their steps repeating one of the two commands before: "
           f"{100 * loops / max(1, steps):.0f}% of {steps}")
+    if a.commands:
+        total_refused = sum(refused.values())
+        print(f"\nRefused commands, all episodes: {total_refused} of {all_steps} steps "
+              f"({100 * total_refused / max(1, all_steps):.1f}%)\n\n| kind | commands | % of refused |\n|---|---|---|")
+        for kind in COMMAND_KINDS:
+            print(f"| {kind} | {refused[kind]} | {100 * refused[kind] / max(1, total_refused):.1f} |")
     return 0
 
 

@@ -1,0 +1,90 @@
+"""An SFT probe on the official games: the official run's SFT stage again with some settings changed, scored on valid_seen.
+
+    uv run python docs/official/sft_probe.py runs/official --set max_detours=8 --out runs/probe-detours8
+
+Reads the run's `settings.json` and its copied games (`<run>/data`), applies each `--set KEY=VALUE` (the mini's keys),
+and runs seed 0's demonstrations and SFT under `--out`, then evaluates the final SFT checkpoint on valid_seen only, with
+the run's evaluation settings (temperature, episodes per game, 50 steps). Settings are chosen on training-distribution
+games, so this script has no way to evaluate valid_unseen. It prints the probe's valid_seen success (+- SE over games)
+and admissible rate beside the run's own SFT on the same games, and the refused commands of both by kind
+(`lost_episodes.py --commands`). Stage times go to `<out>/stages.jsonl`; an interrupted probe resumes.
+"""
+import argparse, dataclasses, json, sys, time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+import lost_episodes  # noqa: E402  (this folder's decomposition script)
+
+
+def summary_metrics(path: Path) -> dict | None:
+    "The metrics of an evaluation file's summary record, or None."
+    lines = path.read_text().splitlines() if path.is_file() else []
+    last = json.loads(lines[-1]) if lines else {}
+    return last.get("metrics") if last.get("type") == "summary" else None
+
+
+def refused_table(files: dict) -> str:
+    "Refused commands by kind, as a share of all steps, one column per labelled valid_seen evaluation file."
+    counts, steps = {}, {}
+    for label, path in files.items():
+        c, n = lost_episodes.Counter(), 0
+        for line in Path(path).read_text().splitlines():
+            r = json.loads(line)
+            if r.get("type") != "trajectory" or r["split"] != "valid_seen": continue
+            c.update(lost_episodes.refused_kinds(r)); n += len(r["steps"])
+        counts[label], steps[label] = c, max(1, n)
+    lines = ["| refused command (% of steps) | " + " | ".join(files) + " |", "|---" * (1 + len(files)) + "|"]
+    for kind in lost_episodes.COMMAND_KINDS:
+        lines.append(f"| {kind} | " + " | ".join(f"{100 * counts[k][kind] / steps[k]:.1f}" for k in files) + " |")
+    lines.append("| all refused | " + " | ".join(f"{100 * sum(counts[k].values()) / steps[k]:.1f}" for k in files) + " |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    from alfworld_rl.core import UserError
+    from alfworld_rl.mini.recipe import (MiniPaths, MiniSettings, eval_config, mini_demonstrations, parse_setting,
+                                         run_sft_stage, validate_settings, _log_stage)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("run", help="an official run's directory (alfworld-rl mini --settings official --out-dir ...)")
+    ap.add_argument("--set", dest="set", action="append", default=[], metavar="KEY=VALUE", help="a mini setting to change")
+    ap.add_argument("--out", required=True, help="directory of the probe (its SFT run, evaluation and stage times)")
+    a = ap.parse_args(argv)
+    run, out = Path(a.run), Path(a.out)
+    if not (run / "settings.json").is_file() or not (run / "data" / "games.json").is_file():
+        sys.exit(f"{run} holds no official run with copied games (settings.json, data/games.json)")
+    try:
+        overrides = dict(parse_setting(t) for t in a.set)
+        saved = json.loads((run / "settings.json").read_text())
+        for name in ("seeds", "task_types"): saved[name] = tuple(saved[name])
+        s = validate_settings(dataclasses.replace(MiniSettings(**saved), seeds=(0,), **overrides))
+    except UserError as e:
+        print(e, file=sys.stderr); return 2
+    paths = MiniPaths(out)
+    out.mkdir(parents=True, exist_ok=True)
+    probe_settings = out / "settings.json"
+    if probe_settings.exists() and json.loads(probe_settings.read_text()) != json.loads(json.dumps(dataclasses.asdict(s))):
+        sys.exit(f"{out} holds a probe with other settings; use another --out")
+    probe_settings.write_text(json.dumps(dataclasses.asdict(s), indent=1) + "\n")
+    if not paths.data.exists(): paths.data.symlink_to((run / "data").resolve(), target_is_directory=True)
+    demos = None if (paths.sft_run(0) / "config.json").exists() else mini_demonstrations(s, paths)
+    save = run_sft_stage(s, paths, 0, demos)
+    c = dataclasses.replace(eval_config(s, paths, "sft-seed0", save["sampler_path"]), split="valid_seen")
+    if summary_metrics(c.output_path()) is None:
+        from alfworld_rl.runs.evaluate import evaluate
+        t0 = time.perf_counter()
+        evaluate(c, show_progress=True)
+        _log_stage(paths, "eval valid_seen", "sft-seed0", time.perf_counter() - t0)
+    files = {"run's SFT": run / "eval" / "sft-seed0.jsonl", "probe's SFT": c.output_path()}
+    print(f"probe: {', '.join(a.set) or '(no change)'}")
+    for label, path in files.items():
+        m = summary_metrics(Path(path))
+        if m is None: print(f"{label}: not evaluated ({path})"); continue
+        print(f"{label}: valid_seen {100 * m['eval/valid_seen/success_rate']:.1f} +- "
+              f"{100 * m.get('eval/valid_seen/success_rate_se', 0):.1f}% won, admissible "
+              f"{100 * m.get('eval/valid_seen/admissible_action_rate', m.get('eval/all/admissible_action_rate', 0)):.1f}%")
+    print(refused_table({k: v for k, v in files.items() if Path(v).is_file()}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

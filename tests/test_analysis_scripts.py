@@ -1,0 +1,109 @@
+"""The analysis scripts under docs/: the refused-command breakdown of lost_episodes.py, the SFT probe's flag checks and
+the ablation table, which must be what its script makes of the committed rows."""
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _script(rel: str):
+    "docs/<rel>.py as a module."
+    path = REPO / "docs" / f"{rel}.py"
+    sys.path.insert(0, str(path.parent))
+    try:
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(path.parent))
+    return module
+
+
+def _step(action, admissible, observation="Nothing happens.", valid_format=True):
+    return {"action": action, "admissible": admissible, "observation": observation, "valid_format": valid_format}
+
+
+def test_refused_commands_are_told_apart_by_where_the_agent_stands():
+    lost = _script("official/lost_episodes")
+    r = {"steps": [
+        _step("go to desk 1", True, "You arrive at desk 1. On the desk 1, you see a pen 1, and a book 2."),
+        _step("take laptop 1 from desk 1", False),        # at the desk, no laptop seen there
+        _step("take book 2 from desk 1", False),          # seen there: refused because the hands are full
+        _step("take book 2 from shelf 3", False),         # not standing at shelf 3
+        _step("go to desk 1", False),                     # already there
+        _step("go to dresser 1", False),                  # a place other than here that was refused: not in the room
+        _step("go to shelf 1", True, "You arrive at shelf 1. The shelf 1 is closed."),
+        _step("open shelf 1", True, "You open the shelf 1. The shelf 1 is open. In it, you see a mug 2."),
+        _step("take mug 2 from shelf 1", False),          # seen inside after opening
+        _step("heat mug 2 with shelf 1", False),
+        _step("move mug 2 to desk 1", False),
+        _step("close drawer 9", False),
+        _step("takeal>", False), _step("", False, valid_format=False)]}
+    got = lost.refused_kinds(r)
+    assert got == {"take: object not here": 1, "take: hands full": 2, "take: not at that place": 1,
+                   "go to: already there": 1, "go to: not in this room": 1, "transform / use refused": 1,
+                   "put / move refused": 1, "open / close refused": 1, "not a command": 2}
+    assert set(got) <= set(lost.COMMAND_KINDS)
+
+
+def test_the_sft_probe_refuses_bad_settings_before_writing(tmp_path):
+    run = tmp_path / "run"
+    (run / "data").mkdir(parents=True)
+    (run / "data" / "games.json").write_text("{}")
+    from alfworld_rl.mini.recipe import PRESETS
+    import dataclasses
+    (run / "settings.json").write_text(json.dumps(dataclasses.asdict(PRESETS["official"])))
+    for bad, says in (("bogus=1", "--set bogus: no such mini setting"), ("max_detours=-1", "max_detours"),
+                      ("max_detours", "--set takes KEY=VALUE")):
+        out = tmp_path / "probe"
+        p = subprocess.run([sys.executable, str(REPO / "docs/official/sft_probe.py"), str(run), "--set", bad,
+                            "--out", str(out)], capture_output=True, text=True)
+        assert p.returncode == 2, p.stderr
+        assert says in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+        assert not out.exists()
+    p = subprocess.run([sys.executable, str(REPO / "docs/official/sft_probe.py"), str(tmp_path / "nothing"),
+                        "--out", str(tmp_path / "probe")], capture_output=True, text=True)
+    assert p.returncode != 0 and "holds no official run" in p.stderr and not (tmp_path / "probe").exists()
+
+
+def test_the_ablation_table_is_the_scripts_and_the_recipe_rows_are_the_committed_runs():
+    ablation = _script("ablation/ablation")
+    recipes = ablation.recipe_rows()
+    g0, se0, _ = ablation.gains(recipes[0], "valid_unseen")
+    g4, se4, _ = ablation.gains(recipes[4], "valid_unseen")
+    assert [round(g0, 1), round(se0, 1), round(g4, 1), round(se4, 1)] == [12.8, 2.2, 9.4, 2.4]
+    rows = [json.loads(p.read_text()) for p in sorted((REPO / "docs/ablation/rows").glob("*.json"))]
+    shown = (REPO / "docs/ablation/table.md").read_text().strip()
+    assert shown == ablation.table(rows, recipes), "docs/ablation/table.md is not what docs/ablation/ablation.py prints"
+
+
+def test_ablation_verdicts_need_two_standard_errors():
+    ablation = _script("ablation/ablation")
+    assert ablation.verdict(5.0, 2.0) == "helps" and ablation.verdict(-5.0, 2.0) == "hurts"
+    assert ablation.verdict(3.9, 2.0) == "cannot be told apart" and ablation.verdict(1.0, float("nan")) == "too few seeds to tell"
+
+
+def test_ablation_collect_reads_a_runs_finished_seeds(tmp_path):
+    ablation = _script("ablation/ablation")
+    from alfworld_rl.mini.recipe import PRESETS
+    import dataclasses
+    settings = dataclasses.asdict(dataclasses.replace(PRESETS["mini"], advantage="grpo"))
+    (tmp_path / "eval").mkdir()
+    (tmp_path / "settings.json").write_text(json.dumps(settings))
+    def summary(name, seen, unseen):
+        m = {"eval/valid_seen/success_rate": seen, "eval/valid_unseen/success_rate": unseen,
+             "eval/valid_seen/episodes": 60, "eval/valid_unseen/episodes": 60}
+        (tmp_path / "eval" / f"{name}.jsonl").write_text(json.dumps({"type": "trajectory"}) + "\n" +
+                                                        json.dumps({"type": "summary", "metrics": m}) + "\n")
+    summary("sft-seed0", 0.3, 0.25); summary("ppo-seed0", 0.4, 0.35); summary("sft-seed1", 0.2, 0.2)   # seed 1: no PPO yet
+    metrics = tmp_path / "runs" / "ppo-seed0" / "metrics.jsonl"
+    metrics.parent.mkdir(parents=True)
+    metrics.write_text("".join(json.dumps({"step": i + 1, "rollout/success_rate": r}) + "\n"
+                               for i, r in enumerate([0.1, 0.2, 0.2, 0.3])))
+    row = ablation.collect(tmp_path, "grpo")
+    assert row["changed"] == {"advantage": "grpo"} and list(row["seeds"]) == ["0"] and not row["complete"]
+    s = row["seeds"]["0"]
+    assert round(s["ppo"]["valid_unseen"] - s["sft"]["valid_unseen"], 6) == 10.0 and round(s["climb"], 6) == 20.0
