@@ -95,7 +95,8 @@ def test_ablation_collect_reads_a_runs_finished_seeds(tmp_path):
     (tmp_path / "settings.json").write_text(json.dumps(settings))
     def summary(name, seen, unseen):
         m = {"eval/valid_seen/success_rate": seen, "eval/valid_unseen/success_rate": unseen,
-             "eval/valid_seen/episodes": 60, "eval/valid_unseen/episodes": 60}
+             "eval/valid_seen/episodes": 60, "eval/valid_unseen/episodes": 60,
+             "eval/valid_seen/games": 30, "eval/valid_unseen/games": 30}
         (tmp_path / "eval" / f"{name}.jsonl").write_text(json.dumps({"type": "trajectory"}) + "\n" +
                                                         json.dumps({"type": "summary", "metrics": m}) + "\n")
     summary("sft-seed0", 0.3, 0.25); summary("ppo-seed0", 0.4, 0.35); summary("sft-seed1", 0.2, 0.2)   # seed 1: no PPO yet

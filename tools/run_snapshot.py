@@ -74,9 +74,9 @@ def save(run: Path, dest: Path) -> int:
     for rel in files_to_save(run):
         target = tmp / stored_name(str(rel))
         target.parent.mkdir(parents=True, exist_ok=True)
-        if target.suffix == ".xz": target.write_bytes(lzma.compress((run / rel).read_bytes()))
-        else: shutil.copy2(run / rel, target)
-        files[str(rel)] = sha256(target); total += target.stat().st_size
+        data = (run / rel).read_bytes()
+        target.write_bytes(lzma.compress(data) if target.suffix == ".xz" else data)
+        files[str(rel)] = hashlib.sha256(data).hexdigest(); total += target.stat().st_size
     (tmp / MANIFEST).write_text(json.dumps({"run_dir": str(run.resolve()), "files": files}, indent=1) + "\n")
     shutil.rmtree(dest, ignore_errors=True)
     tmp.rename(dest)

@@ -17,10 +17,11 @@ import lost_episodes  # noqa: E402  (this folder's decomposition script)
 
 
 def summary_metrics(path: Path) -> dict | None:
-    "The metrics of an evaluation file's summary record, or None."
-    lines = path.read_text().splitlines() if path.is_file() else []
-    last = json.loads(lines[-1]) if lines else {}
-    return last.get("metrics") if last.get("type") == "summary" else None
+    "The metrics of an evaluation file's summary (the project's `load_summary`), or None while it has none."
+    from alfworld_rl.core import UserError
+    from alfworld_rl.runs.analysis import load_summary
+    try: return load_summary(path).metrics
+    except UserError: return None
 
 
 def refused_table(files: dict) -> str:
