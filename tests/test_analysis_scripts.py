@@ -1,10 +1,13 @@
 """The analysis scripts under docs/: the refused-command breakdown of lost_episodes.py, the SFT probe's flag checks and
-the ablation table, which must be what its script makes of the committed rows."""
+the ablation table, which must be what its script makes of the committed rows, and ppo_signal's split of the
+advantages."""
 import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -108,3 +111,41 @@ def test_ablation_collect_reads_a_runs_finished_seeds(tmp_path):
     assert row["changed"] == {"advantage": "grpo"} and list(row["seeds"]) == ["0"] and not row["complete"]
     s = row["seeds"]["0"]
     assert round(s["ppo"]["valid_unseen"] - s["sft"]["valid_unseen"], 6) == 10.0 and round(s["climb"], 6) == 20.0
+
+
+def _trajectory(game, branch, steps, won_at=None, penalty=0.01):
+    "A real rollout Trajectory: `steps` (observation, admissible) pairs, won on step `won_at`."
+    from alfworld_rl.rl.rollout import StepRecord, Trajectory, step_reward
+    recs = []
+    for k, (obs, ok) in enumerate(steps):
+        won = k == won_at
+        recs.append(StepRecord(turn=k, prompt_length=1, completion_tokens=[1], logprobs=[0.0], text="", sampler_stop_reason="stop",
+                               action="go to desk 1", valid_format=True, format_error=None, admissible=ok, status="ok",
+                               observation=obs, done=won, won=won, anchor_observation=obs,
+                               reward=step_reward(won, not ok, 1.0, penalty)))
+    return Trajectory(game=game, branch=branch, steps=recs, won=won_at is not None, stop_reason="won" if won_at is not None else "max_steps",
+                      reward=round(sum(r.reward for r in recs), 10), context="window")
+
+
+def test_ppo_signal_splits_the_trainers_advantages_into_the_wins_and_the_penaltys_parts():
+    import dataclasses
+    from types import SimpleNamespace
+    from alfworld_rl.mini.recipe import PRESETS
+    from alfworld_rl.rl.ppo import assign_advantages
+    signal = _script("official/ppo_signal")
+    game = SimpleNamespace(id="g")
+    group = [_trajectory(game, 0, [("a", True), ("b", False), ("c", True)], won_at=2),
+             _trajectory(game, 1, [("a", False), ("a", True), ("b", False)]),
+             _trajectory(game, 2, [("a", True), ("b", True), ("d", True)])]
+    for rule in ("gigpo", "grpo"):
+        s = dataclasses.replace(PRESETS["official"], advantage=rule)
+        parts = signal.group_parts(group, s)
+        assign_advantages(group, rule, s.advantage_norm, s.gamma, 1.0, s.step_return)
+        trained = [t.step_advantages if rule == "gigpo" else [t.advantage] * len(t.steps) for t in group]
+        for full, win, pen, want in zip(parts["full"], parts["win"], parts["penalty"], trained):
+            assert full == pytest.approx(want)                                   # the trainer's own advantages
+            assert [w + p for w, p in zip(win, pen)] == pytest.approx(full)     # the parts add up to them
+        assert any(w != 0 for w in parts["win"][0]) and any(p != 0 for p in parts["penalty"][1])
+    lost = [_trajectory(game, b, [("a", b == 0), ("b", True)]) for b in range(3)]   # no branch wins
+    parts = signal.group_parts(lost, PRESETS["official"])
+    assert all(w == 0 for ws in parts["win"] for w in ws) and any(p != 0 for ps in parts["penalty"] for p in ps)
