@@ -149,3 +149,23 @@ def test_ppo_signal_splits_the_trainers_advantages_into_the_wins_and_the_penalty
     lost = [_trajectory(game, b, [("a", b == 0), ("b", True)]) for b in range(3)]   # no branch wins
     parts = signal.group_parts(lost, PRESETS["official"])
     assert all(w == 0 for ws in parts["win"] for w in ws) and any(p != 0 for ps in parts["penalty"] for p in ps)
+
+
+def test_ablation_pairs_seeds_only_when_they_start_from_the_recipes_sft():
+    ablation = _script("ablation/ablation")
+    def row(sft, ppo): return {"seeds": {str(i): {"sft": {s: a for s in ablation.SPLITS}, "ppo": {s: b for s in ablation.SPLITS}}
+                                         for i, (a, b) in enumerate(zip(sft, ppo))}}
+    recipe = row([30.0, 20.0, 25.0], [40.0, 35.0, 30.0])                  # gains 10, 15, 5
+    d, se, how = ablation.difference(row([30.0, 20.0, 25.0], [38.0, 34.0, 27.0]), recipe, "valid_unseen")
+    assert how == "paired" and round(d, 6) == round(-2.0, 6) and round(se, 6) == round(((1 / 3) ** 0.5) * 1.0, 6)
+    d, se, how = ablation.difference(row([31.7, 20.0, 25.0], [38.0, 34.0, 27.0]), recipe, "valid_unseen")
+    assert how == "unpaired" and round(d, 6) == round(-2.0 - 1.7 / 3, 6) and se > 2.5   # another SFT: errors in quadrature
+
+
+def test_lost_episodes_names_the_verb_of_every_step():
+    lost = _script("official/lost_episodes")
+    steps = [_step("go to desk 1", True), _step("take pen 1 from desk 1", False), _step("move pen 1 to shelf 2", True),
+             _step("put pen 1 in/on shelf 2", False), _step("close drawer 1", True), _step("heat mug 2 with microwave 1", False),
+             _step("use desklamp 1", True), _step("inventory", True), _step("go to desk 1", False, valid_format=False)]
+    assert [lost.verb_of(s) for s in steps] == ["go to", "take", "put / move", "put / move", "open / close",
+                                                "clean / heat / cool", "use", "other", "other"]

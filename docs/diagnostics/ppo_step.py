@@ -36,6 +36,8 @@ def run(src: Path, out: Path, changes: dict) -> None:
     for seed in settings["seeds"]:
         shutil.copytree(src / "runs" / f"sft-seed{seed}", out / "runs" / f"sft-seed{seed}")
         shutil.copy(src / "eval" / f"sft-seed{seed}.jsonl", out / "eval")
+        greedy = src / "eval" / f"sft-seed{seed}-greedy.jsonl"     # the official settings also evaluate at T = 0.01
+        if greedy.is_file(): shutil.copy(greedy, out / "eval")
     shutil.copy(src / "eval" / "base.jsonl", out / "eval")
     stages = [json.loads(l) for l in (src / "stages.jsonl").read_text().splitlines() if l.strip()]
     keep = [r for r in stages if r["stage"] in ("games", "demonstrations", "sft") or str(r.get("seed")).startswith(("base", "sft"))]

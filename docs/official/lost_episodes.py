@@ -28,6 +28,9 @@ several files (one per seed or checkpoint) to pool them.
     transform / use refused    clean, heat, cool or use refused
     open / close refused       an open or close refused
     not a command              a reply with no known verb, or no tool call at all
+
+and what the agent tried, all episodes: the share of steps spent on each verb (`go to`, `take`, `open`, ...), and the
+share of steps on which that verb was admitted.
 """
 import argparse, json, re, sys
 from collections import Counter, defaultdict
@@ -107,6 +110,19 @@ def refused_kinds(r: dict) -> Counter:
     return out
 
 
+VERBS = ("go to", "take", "put / move", "open / close", "clean / heat / cool", "use", "other")
+
+
+def verb_of(s: dict) -> str:
+    "The verb of one step's command, as VERBS names it (`other`: no known verb, or no tool call)."
+    a = (s.get("action") or "") if s.get("valid_format", True) else ""
+    first = a.split(" ")[0]
+    if a.startswith("go to "): return "go to"
+    for verb in VERBS[1:-1]:
+        if first in verb.split(" / "): return verb
+    return "other"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("files", nargs="+", help="evaluation JSONL files")
@@ -114,6 +130,7 @@ def main(argv=None) -> int:
     ap.add_argument("--commands", action="store_true", help="also break the refused commands down by kind")
     a = ap.parse_args(argv)
     per_type, won, n, refused = defaultdict(Counter), Counter(), Counter(), Counter()
+    tried, admitted = Counter(), Counter()
     all_steps = 0
     back = gotos = loops = steps = lost = 0
     for f in a.files:
@@ -122,6 +139,7 @@ def main(argv=None) -> int:
             if r.get("type") != "trajectory" or (a.split and r["split"] != a.split): continue
             t = r["task_type"]; n[t] += 1
             refused.update(refused_kinds(r)); all_steps += len(r["steps"])
+            for st in r["steps"]: tried[verb_of(st)] += 1; admitted[verb_of(st)] += bool(st.get("admissible"))
             if r["won"]: won[t] += 1; continue
             lost += 1; per_type[t][stage_of(r)] += 1
             b, g, l, s = habits(r); back += b; gotos += g; loops += l; steps += s
@@ -145,6 +163,9 @@ def main(argv=None) -> int:
               f"({100 * total_refused / max(1, all_steps):.1f}%)\n\n| kind | commands | % of refused |\n|---|---|---|")
         for kind in COMMAND_KINDS:
             print(f"| {kind} | {refused[kind]} | {100 * refused[kind] / max(1, total_refused):.1f} |")
+        print("\nWhat it tried, all episodes (% of steps)\n\n| verb | tried | admitted |\n|---|---|---|")
+        for verb in VERBS:
+            print(f"| {verb} | {100 * tried[verb] / max(1, all_steps):.1f} | {100 * admitted[verb] / max(1, all_steps):.1f} |")
     return 0
 
 
