@@ -97,6 +97,8 @@ def test_the_readme_official_table_is_the_committed_run():
     status = _status(readme)
     sft = results["rows"]["SFT seed 0 (T = 1)"]["eval/valid_unseen/success_rate"]
     assert f"{100 * sft:.1f}% of `valid_unseen`" in status, status
+    ppo = results["rows"]["PPO seed 0 (T = 1)"]["eval/valid_unseen/success_rate"]
+    assert f"{100 * ppo:.1f}% after PPO" in status, status
 
 
 def test_the_readme_mini_figures_are_the_committed_run():
