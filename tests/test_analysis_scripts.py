@@ -81,6 +81,10 @@ def test_the_ablation_table_is_the_scripts_and_the_recipe_rows_are_the_committed
     rows = [json.loads(p.read_text()) for p in sorted((REPO / "docs/ablation/rows").glob("*.json"))]
     shown = (REPO / "docs/ablation/table.md").read_text().strip()
     assert shown == ablation.table(rows, recipes), "docs/ablation/table.md is not what docs/ablation/ablation.py prints"
+    page = (REPO / "docs/ablation.md").read_text()
+    assert page.split(ablation.TABLE_START, 1)[1].split(ablation.TABLE_END, 1)[0].strip() == shown, "docs/ablation.md's table"
+    for row in rows:
+        assert ablation.label(row) in page, f"docs/ablation.md does not discuss {ablation.label(row)}"
 
 
 def test_ablation_verdicts_need_two_standard_errors():

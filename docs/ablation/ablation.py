@@ -1,7 +1,7 @@
 """Which parts of the mini recipe matter: PPO - SFT per variant and game set, beside the recipe's own runs.
 
     uv run python docs/ablation/ablation.py collect RUN_DIR --name grpo-data0   # a finished (or partial) mini run -> rows/NAME.json
-    uv run python docs/ablation/ablation.py                                     # table.md and ablation.png from rows/*.json
+    uv run python docs/ablation/ablation.py                                     # table.md, ablation.png, the table in docs/ablation.md
 
 A variant is the mini recipe with one setting changed (`alfworld-rl mini --set KEY=VALUE --no-report`), three training
 seeds. `collect` reads the run's `settings.json`, its evaluation summaries (`eval/sft-seedN.jsonl`,
@@ -30,6 +30,7 @@ HERE = Path(__file__).resolve().parent
 ROWS = HERE / "rows"
 sys.path.insert(0, str(HERE.parent / "mini"))
 SPLITS = ("valid_seen", "valid_unseen")
+TABLE_START, TABLE_END = "<!-- ablation table: docs/ablation/ablation.py -->", "<!-- end of ablation table -->"
 # the recipe rows' rollout success, first -> last quarter of updates per seed (%), as their sources write it
 RECIPE_ROLLOUTS = {0: ("docs/mini/mini.ipynb, its rollout line", [(38.5, 46.4), (34.4, 44.8), (26.6, 39.1)]),
                    4: ("docs/mini.md, the second game set at 240 games", [(37.5, 44.8), (35.9, 42.2), (24.7, 40.6)])}
@@ -195,6 +196,11 @@ def main(argv=None) -> int:
     md = table(rows, recipes)
     print(md)
     (HERE / "table.md").write_text(md + "\n")
+    page = HERE.parent / "ablation.md"
+    if page.is_file() and TABLE_START in page.read_text():
+        text = page.read_text()
+        head, rest = text.split(TABLE_START, 1)
+        page.write_text(head + TABLE_START + "\n" + md + "\n" + TABLE_END + rest.split(TABLE_END, 1)[1])
     print(f"\nSaved figure: {plot(rows, recipes, HERE / 'ablation.png')}")
     return 0
 
