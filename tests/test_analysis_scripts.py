@@ -173,3 +173,17 @@ def test_lost_episodes_names_the_verb_of_every_step():
              _step("use desklamp 1", True), _step("inventory", True), _step("go to desk 1", False, valid_format=False)]
     assert [lost.verb_of(s) for s in steps] == ["go to", "take", "put / move", "put / move", "open / close",
                                                 "clean / heat / cool", "use", "other", "other"]
+
+
+def test_the_readme_and_the_ablation_page_quote_the_tables_differences():
+    ablation = _script("ablation/ablation")
+    recipes = ablation.recipe_rows()
+    readme = " ".join((REPO / "README.md").read_text().split())
+    page = " ".join((REPO / "docs/ablation.md").read_text().split("<!-- end of ablation table -->")[1].split())
+    for path in sorted((REPO / "docs/ablation/rows").glob("*.json")):
+        row = json.loads(path.read_text())
+        if not row["complete"]: continue
+        d, se, _ = ablation.difference(row, recipes[row["data_seed"]], "valid_unseen")
+        quoted = f"{d:+.1f} +- {se:.1f}"
+        assert quoted in page, f"docs/ablation.md does not give {row['name']}'s difference {quoted}"
+        if row["data_seed"] == 0: assert quoted in readme, f"the README does not give {row['name']}'s difference {quoted}"
