@@ -145,10 +145,10 @@ def test_ppo_signal_splits_the_trainers_advantages_into_the_wins_and_the_penalty
         s = dataclasses.replace(PRESETS["official"], advantage=rule)
         parts = signal.group_parts(group, s)
         assign_advantages(group, rule, s.advantage_norm, s.gamma, 1.0, s.step_return)
-        trained = [t.step_advantages if rule == "gigpo" else [t.advantage] * len(t.steps) for t in group]
-        for full, win, pen, want in zip(parts["full"], parts["win"], parts["penalty"], trained):
-            assert full == pytest.approx(want)                                   # the trainer's own advantages
-            assert [w + p for w, p in zip(win, pen)] == pytest.approx(full)     # the parts add up to them
+        trained = signal.trained_advantages(group)
+        assert trained == [t.step_advantages if rule == "gigpo" else [t.advantage] * len(t.steps) for t in group]
+        for win, pen, want in zip(parts["win"], parts["penalty"], trained):
+            assert [w + p for w, p in zip(win, pen)] == pytest.approx(want)     # the parts add up to the trainer's
         assert any(w != 0 for w in parts["win"][0]) and any(p != 0 for p in parts["penalty"][1])
     lost = [_trajectory(game, b, [("a", b == 0), ("b", True)]) for b in range(3)]   # no branch wins
     parts = signal.group_parts(lost, PRESETS["official"])

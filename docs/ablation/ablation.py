@@ -197,8 +197,8 @@ def main(argv=None) -> int:
     print(md)
     (HERE / "table.md").write_text(md + "\n")
     page = HERE.parent / "ablation.md"
-    if page.is_file() and TABLE_START in page.read_text():
-        text = page.read_text()
+    text = page.read_text() if page.is_file() else ""
+    if TABLE_START in text:
         head, rest = text.split(TABLE_START, 1)
         page.write_text(head + TABLE_START + "\n" + md + "\n" + TABLE_END + rest.split(TABLE_END, 1)[1])
     print(f"\nSaved figure: {plot(rows, recipes, HERE / 'ablation.png')}")

@@ -139,7 +139,8 @@ def main(argv=None) -> int:
             if r.get("type") != "trajectory" or (a.split and r["split"] != a.split): continue
             t = r["task_type"]; n[t] += 1
             refused.update(refused_kinds(r)); all_steps += len(r["steps"])
-            for st in r["steps"]: tried[verb_of(st)] += 1; admitted[verb_of(st)] += bool(st.get("admissible"))
+            for st in r["steps"]:
+                verb = verb_of(st); tried[verb] += 1; admitted[verb] += bool(st.get("admissible"))
             if r["won"]: won[t] += 1; continue
             lost += 1; per_type[t][stage_of(r)] += 1
             b, g, l, s = habits(r); back += b; gotos += g; loops += l; steps += s

@@ -8,7 +8,7 @@ sampling seed, the run's rollout settings, from the weights that sampled it (by 
 update 1). Then, for every game's group of branches, it splits each step's reward into the win's part and the
 penalty's part and computes the run's advantage rule (GiGPO or GRPO, its gamma, step return and normalisation) on each
 part alone. With the mean-centred rule (`advantage_norm mean`) the advantage is linear in the rewards, so the two
-parts add up to the advantage PPO trained on (the script checks it), and the policy gradient, linear in the
+parts add up to the advantage PPO trained on (`assign_advantages`, the trainer's own rule; the script checks it), and the policy gradient, linear in the
 advantages, splits the same way. Printed: how many groups hold a win (only those carry any win signal), and the share
 of the advantage mass, sum over turns of |A| and of A^2, that each part carries. Writes `--out` (JSON) when given.
 """
@@ -22,23 +22,26 @@ def split_rewards(traj, win_reward: float) -> tuple[list[float], list[float]]:
     return win, [x.reward - w for x, w in zip(traj.steps, win)]
 
 
-def group_parts(trajs, s) -> dict[str, list[list[float]]]:
-    "Per-step advantages of one group under the run's rule: from the full rewards, the win's part, the penalty's part."
+def group_parts(trajs, s, weight: float = 1.0) -> dict[str, list[list[float]]]:
+    "Per-step advantages of one group's scored branches under the run's rule, from the win's part and the penalty's part alone."
     from alfworld_rl.rl.advantages import gigpo, grpo
     scored = [t for t in trajs if t.stop_reason != "env_error"]
     out = {}
-    for part in ("full", "win", "penalty"):
-        steps = []
-        for t in scored:
-            win, pen = split_rewards(t, s.win_reward)
-            steps.append([x.reward for x in t.steps] if part == "full" else win if part == "win" else pen)
+    for part in ("win", "penalty"):
+        steps = [split_rewards(t, s.win_reward)[part == "penalty"] for t in scored]
         episode = [sum(r) for r in steps]
         if s.advantage == "gigpo":
             out[part] = gigpo(episode, [[x.anchor_observation for x in t.steps] for t in scored], steps,
-                              gamma=s.gamma, norm=s.advantage_norm, step_return=s.step_return)
+                              gamma=s.gamma, weight=weight, norm=s.advantage_norm, step_return=s.step_return)
         else:
             out[part] = [[a] * len(t.steps) for a, t in zip(grpo(episode, s.advantage_norm), scored)]
     return out
+
+
+def trained_advantages(trajs) -> list[list[float]]:
+    "The per-step advantages `assign_advantages` set on a group's scored branches (what PPO trained on)."
+    return [t.step_advantages if t.step_advantages is not None else [t.advantage] * len(t.steps)
+            for t in trajs if t.stop_reason != "env_error"]
 
 
 def main(argv=None) -> int:
@@ -49,11 +52,11 @@ def main(argv=None) -> int:
     ap.add_argument("--model-path", default=None, help="sampler weights to play (default: the seed's final SFT state)")
     ap.add_argument("--out", default=None, help="write the figures to this JSON file")
     a = ap.parse_args(argv)
-    import dataclasses
     from alfworld_rl.backends.service import make_service_client
     from alfworld_rl.env.data import discover_games
     from alfworld_rl.mini.recipe import MiniPaths, MiniSettings, base_model_path, ppo_config
     from alfworld_rl.rl.loop import step_seed
+    from alfworld_rl.rl.ppo import assign_advantages
     from alfworld_rl.rl.rollout import RolloutConfig, run_rollout
     from alfworld_rl.core import read_jsonl
     from alfworld_rl.settings import project
@@ -70,20 +73,20 @@ def main(argv=None) -> int:
         model = saves[-1]["sampler_path"]
     by_id = {g.id: g for g in discover_games(paths.data, "train")}
     games = [by_id[i] for i in metrics[-1]["games"]]
-    config = dataclasses.replace(ppo_config(s, paths, a.seed), group_size=s.group_size)
+    config = ppo_config(s, paths, a.seed)
     rc = project(RolloutConfig, config, seed=step_seed(config.seed, a.update))
     svc = make_service_client("local", device="cpu")
     sc = svc.create_sampling_client(str(base_model_path(s)), model_path=model)
     batch = run_rollout(sc, sc.get_tokenizer(), games, rc)
-    groups = {}
-    for t in batch.trajectories: groups.setdefault(t.game.id, []).append(t)
+    groups = assign_advantages(batch.trajectories, s.advantage, s.advantage_norm, s.gamma, config.step_advantage_weight,
+                               s.step_return)
     won = sum(t.won for t in batch.trajectories)
-    wins_per_group = sorted((sum(t.won for t in g) for g in groups.values()), reverse=True)
+    wins_per_group = sorted((sum(t.won for t in g) for g in groups), reverse=True)
     l1 = {"win": 0.0, "penalty": 0.0}; l2 = {"win": 0.0, "penalty": 0.0}
     turns = turns_win = 0; worst = 0.0
-    for trajs in groups.values():
-        parts = group_parts(trajs, s)
-        for full, win, pen in zip(parts["full"], parts["win"], parts["penalty"]):
+    for trajs in groups:
+        parts = group_parts(trajs, s, config.step_advantage_weight)
+        for full, win, pen in zip(trained_advantages(trajs), parts["win"], parts["penalty"]):
             for f, w, p in zip(full, win, pen):
                 worst = max(worst, abs(f - w - p))
                 l1["win"] += abs(w); l1["penalty"] += abs(p); l2["win"] += w * w; l2["penalty"] += p * p
