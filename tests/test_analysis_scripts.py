@@ -52,6 +52,25 @@ def test_refused_commands_are_told_apart_by_where_the_agent_stands():
     assert set(got) <= set(lost.COMMAND_KINDS)
 
 
+def test_takes_of_an_object_not_there_are_split_by_what_was_there():
+    lost = _script("official/lost_episodes")
+    r = {"steps": [
+        _step("go to desk 1", True, "You arrive at desk 1. On the desk 1, you see a pen 1, and a mug 2."),
+        _step("take mug 1 from desk 1", False),           # the task's object: another mug in sight
+        _step("take apple 1 from desk 1", False),         # another object
+        _step("take pen 1 from desk 1", False),           # there: not a missing take
+        _step("go to shelf 1", True, "You arrive at shelf 1. On the shelf 1, you see nothing."),
+        _step("take mug 3 from shelf 1", False),          # the task's object, none in sight
+        _step("take mug 3 from desk 1", False),           # not standing there: another kind of refusal
+        _step("go to cabinet 1", True, "You arrive at cabinet 1. The cabinet 1 is closed."),
+        _step("open cabinet 1", True, "You open the cabinet 1. The cabinet 1 is open. In it, you see a mug 4."),
+        _step("take mug 5 from cabinet 1", False)]}      # seen after opening: another in sight
+    got = lost.missing_takes(r, "mug")
+    assert got == {"task's object, another in sight": 2, "another object": 1, "task's object, none in sight": 1}
+    assert sum(got.values()) == lost.refused_kinds(r)["take: object not here"]
+    assert set(got) <= set(lost.MISSING_TAKES)
+
+
 def test_the_sft_probe_refuses_bad_settings_before_writing(tmp_path):
     run = tmp_path / "run"
     (run / "data").mkdir(parents=True)

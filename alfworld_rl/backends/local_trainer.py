@@ -23,8 +23,8 @@ from .local_models import backbone_and_head, load_causal_lm, same_device
 # %% auto #0
 __all__ = ['SUPPORTED_LOSSES', 'LORA_ATTN', 'LORA_MLP', 'LORA_ROUTERS', 'NAME_RE', 'token_losses', 'target_logprobs',
            'common_prefix_length', 'backbone_hidden', 'decoder_linears', 'lora_targets', 'add_lora', 'checkpoint_name',
-           'read_checkpoint_info', 'checkpoint_problem', 'check_checkpoint', 'portable_base_name', 'same_base_model',
-           'load_sampler_model', 'agreement_metrics', 'sampling_snapshot', 'LocalTrainingClient']
+           'read_checkpoint_info', 'checkpoint_problem', 'check_checkpoint', 'portable_base_name', 'base_model_key',
+           'same_base_model', 'load_sampler_model', 'agreement_metrics', 'sampling_snapshot', 'LocalTrainingClient']
 
 # %% ../../nbs/backends/35_local_trainer.ipynb #e8c0016f
 SUPPORTED_LOSSES = ("cross_entropy", "importance_sampling", "ppo", "cispo")
@@ -248,6 +248,14 @@ def portable_base_name(base_model: str) -> str:
         if shipped_model_path(name).resolve() == p.resolve(): return name
     return base_model
 
+def base_model_key(base_model: str | None) -> str | None:
+    "What identifies a base model across checkouts: the shipped name for a shipped model's directory, here or under another checkout's `models/`."
+    from alfworld_rl.backends.local_models import SHIPPED_MODELS
+    if base_model is None: return None
+    name = portable_base_name(base_model)
+    p = Path(str(name))
+    return p.name if p.parent.name == "models" and p.name in SHIPPED_MODELS else name
+
 def same_base_model(a: str, b: str) -> bool:
     "Whether base-model names `a` and `b` are the same model: equal, or resolving to the same local directory (no download)."
     from alfworld_rl.backends.local_models import resolve_model_path, TINY_MODEL_NAME, SHIPPED_MODELS
@@ -255,7 +263,8 @@ def same_base_model(a: str, b: str) -> bool:
         if name not in (TINY_MODEL_NAME, *SHIPPED_MODELS) and not Path(name).expanduser().is_dir(): return None
         try: return resolve_model_path(name).resolve()
         except Exception: return None
-    return a == b or (local(a) is not None and local(a) == local(b))
+    if a == b or base_model_key(a) == base_model_key(b): return True
+    return local(a) is not None and local(a) == local(b)
 
 def load_sampler_model(base_model: str, model_path: str | Path, device, dtype):
     "The base model with the sampler adapter at `model_path` applied unmerged (float32 adapter), in eval mode."

@@ -109,13 +109,14 @@ def write_summary_file(path: str | os.PathLike, base_model: str, model_path: str
 # %% ../../nbs/runs/45_analysis.ipynb #0ebede24
 def check_consistent(summaries: list[EvalSummary]) -> None:
     "Raise UserError unless all summaries share base model, splits and game counts, and labels are unique."
+    from alfworld_rl.backends.local_trainer import base_model_key
     if not summaries: raise UserError("no evaluation files to analyze")
     labels = [s.label for s in summaries]
     dup = sorted({l for l in labels if labels.count(l) > 1})
     if dup: raise UserError(f"duplicate labels {dup}; give each file its own label as label=path", status=2)
     first = summaries[0]
     for s in summaries[1:]:
-        if s.base_model != first.base_model:
+        if base_model_key(s.base_model) != base_model_key(first.base_model):   # a shipped base by name, in any checkout
             raise UserError(f"files disagree on the base model: {first.path} has {first.base_model!r}, "
                             f"{s.path} has {s.base_model!r}")
         counts_a = {sp: first.games(sp) for sp in first.splits()}

@@ -109,11 +109,13 @@ def prepare_output(c: EvalConfig) -> list[dict]:
                         status=2)
     try: records = read_jsonl(path)            # a cut last line is left out here, and dropped below once resuming is sure
     except ValueError as e: raise UserError(f"cannot resume {path}: {e}")
+    from alfworld_rl.backends.local_trainer import same_base_model
     want = result_settings(c)
     for r in records:
         if r.get("type") != "trajectory": continue
         have = r.get("eval_settings") or {}
-        diff = [k for k in want if k in have and have[k] != want[k]]
+        diff = [k for k in want if k in have and have[k] != want[k]
+                and not (k == "base_model" and same_base_model(have[k], want[k]))]   # a shipped base in another checkout
         if diff:
             flags = ", ".join(f"--{k.replace('_', '-')} {have[k]!r} (now {want[k]!r})" for k in diff)
             raise UserError(f"cannot resume {path}: it was written with {flags}; use the same settings or a new --output",

@@ -29,7 +29,9 @@ several files (one per seed or checkpoint) to pool them.
     open / close refused       an open or close refused
     not a command              a reply with no known verb, or no tool call at all
 
-and what the agent tried, all episodes: the share of steps spent on each verb (`go to`, `take`, `open`, ...), and the
+then splits the first kind by what was at the place: the task's object with none of its kind in sight, the task's
+object with another one of its kind in sight (a wrong number), or some other object. Then what the agent tried, all
+episodes: the share of steps spent on each verb (`go to`, `take`, `open`, ...), and the
 share of steps on which that verb was admitted.
 """
 import argparse, json, re, sys
@@ -110,6 +112,26 @@ def refused_kinds(r: dict) -> Counter:
     return out
 
 
+MISSING_TAKES = ("task's object, none in sight", "task's object, another in sight", "another object")
+
+
+def missing_takes(r: dict, obj: str) -> Counter:
+    "The refused `take X from P` of one episode at the place it stands at, X not seen there, split by MISSING_TAKES."
+    out, here, here_text = Counter(), None, ""
+    for s in r["steps"]:
+        a = s.get("action") or ""
+        if s.get("admissible"):
+            if a.startswith("go to "): here, here_text = a[len("go to "):], s.get("observation") or ""
+            elif a.startswith("open "): here_text += " " + (s.get("observation") or "")
+            continue
+        take = re.fullmatch(r"take (.+) from (.+)", a)
+        if not take or take[2] != here or take[1] in here_text: continue
+        if take[1].rsplit(" ", 1)[0] != obj: out["another object"] += 1
+        elif re.search(rf"\b{re.escape(obj)} \d+", here_text): out["task's object, another in sight"] += 1
+        else: out["task's object, none in sight"] += 1
+    return out
+
+
 VERBS = ("go to", "take", "put / move", "open / close", "clean / heat / cool", "use", "other")
 
 
@@ -130,7 +152,7 @@ def main(argv=None) -> int:
     ap.add_argument("--commands", action="store_true", help="also break the refused commands down by kind")
     a = ap.parse_args(argv)
     per_type, won, n, refused = defaultdict(Counter), Counter(), Counter(), Counter()
-    tried, admitted = Counter(), Counter()
+    tried, admitted, missing = Counter(), Counter(), Counter()
     all_steps = 0
     back = gotos = loops = steps = lost = 0
     for f in a.files:
@@ -139,6 +161,7 @@ def main(argv=None) -> int:
             if r.get("type") != "trajectory" or (a.split and r["split"] != a.split): continue
             t = r["task_type"]; n[t] += 1
             refused.update(refused_kinds(r)); all_steps += len(r["steps"])
+            if a.commands: missing.update(missing_takes(r, task_targets(r["game_file"])[0]))
             for st in r["steps"]:
                 verb = verb_of(st); tried[verb] += 1; admitted[verb] += bool(st.get("admissible"))
             if r["won"]: won[t] += 1; continue
@@ -164,6 +187,9 @@ def main(argv=None) -> int:
               f"({100 * total_refused / max(1, all_steps):.1f}%)\n\n| kind | commands | % of refused |\n|---|---|---|")
         for kind in COMMAND_KINDS:
             print(f"| {kind} | {refused[kind]} | {100 * refused[kind] / max(1, total_refused):.1f} |")
+        print(f"\nThe {refused[COMMAND_KINDS[0]]} `{COMMAND_KINDS[0]}`, by what was there\n\n| take | commands | % |\n|---|---|---|")
+        for kind in MISSING_TAKES:
+            print(f"| {kind} | {missing[kind]} | {100 * missing[kind] / max(1, refused[COMMAND_KINDS[0]]):.1f} |")
         print("\nWhat it tried, all episodes (% of steps)\n\n| verb | tried | admitted |\n|---|---|---|")
         for verb in VERBS:
             print(f"| {verb} | {100 * tried[verb] / max(1, all_steps):.1f} | {100 * admitted[verb] / max(1, all_steps):.1f} |")

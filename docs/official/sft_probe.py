@@ -8,8 +8,12 @@ the run's evaluation settings (temperature, episodes per game, 50 steps). Settin
 games, so this script has no way to evaluate valid_unseen. It prints the probe's valid_seen success (+- SE over games)
 and admissible rate beside the run's own SFT on the same games, and the refused commands of both by kind
 (`lost_episodes.py --commands`). Stage times go to `<out>/stages.jsonl`; an interrupted probe resumes.
+
+`--continue` starts the probe's SFT from the run's own SFT run (copied under `--out`) when the only change is more
+steps (`--set sft_steps=N`): the learning rate is constant and the batches are one fixed stream of shuffled passes, so
+continuing from the run's last save trains the same steps as a fresh N-step run, without repeating the first ones.
 """
-import argparse, dataclasses, json, sys, time
+import argparse, dataclasses, json, shutil, sys, time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -49,6 +53,8 @@ def main(argv=None) -> int:
     ap.add_argument("run", help="an official run's directory (alfworld-rl mini --settings official --out-dir ...)")
     ap.add_argument("--set", dest="set", action="append", default=[], metavar="KEY=VALUE", help="a mini setting to change")
     ap.add_argument("--out", required=True, help="directory of the probe (its SFT run, evaluation and stage times)")
+    ap.add_argument("--continue", dest="cont", action="store_true",
+                    help="continue the run's own SFT run (only with --set sft_steps=N above the run's)")
     a = ap.parse_args(argv)
     run, out = Path(a.run), Path(a.out)
     if not (run / "settings.json").is_file() or not (run / "data" / "games.json").is_file():
@@ -60,6 +66,9 @@ def main(argv=None) -> int:
         s = validate_settings(dataclasses.replace(MiniSettings(**saved), seeds=(0,), **overrides))
     except UserError as e:
         print(e, file=sys.stderr); return 2
+    if a.cont and (set(overrides) != {"sft_steps"} or s.sft_steps <= saved["sft_steps"]):
+        print(f"--continue needs --set sft_steps=N with N above the run's {saved['sft_steps']} and no other change",
+              file=sys.stderr); return 2
     paths = MiniPaths(out)
     out.mkdir(parents=True, exist_ok=True)
     probe_settings = out / "settings.json"
@@ -67,6 +76,8 @@ def main(argv=None) -> int:
         sys.exit(f"{out} holds a probe with other settings; use another --out")
     probe_settings.write_text(json.dumps(dataclasses.asdict(s), indent=1) + "\n")
     if not paths.data.exists(): paths.data.symlink_to((run / "data").resolve(), target_is_directory=True)
+    if a.cont and not paths.sft_run(0).exists():       # the run's SFT so far, continued by run_sft_stage's resume
+        shutil.copytree(MiniPaths(run).sft_run(0), paths.sft_run(0), symlinks=True)
     demos = None if (paths.sft_run(0) / "config.json").exists() else mini_demonstrations(s, paths)
     save = run_sft_stage(s, paths, 0, demos)
     c = dataclasses.replace(eval_config(s, paths, "sft-seed0", save["sampler_path"]), split="valid_seen")
