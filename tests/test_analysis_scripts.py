@@ -89,6 +89,21 @@ def test_the_sft_probe_refuses_bad_settings_before_writing(tmp_path):
     p = subprocess.run([sys.executable, str(REPO / "docs/official/sft_probe.py"), str(tmp_path / "nothing"),
                         "--out", str(tmp_path / "probe")], capture_output=True, text=True)
     assert p.returncode != 0 and "holds no official run" in p.stderr and not (tmp_path / "probe").exists()
+    for sets in (["--set", "max_detours=4"], ["--set", "sft_steps=100"], ["--set", "sft_steps=300", "--set", "max_detours=4"]):
+        p = subprocess.run([sys.executable, str(REPO / "docs/official/sft_probe.py"), str(run), "--continue", *sets,
+                            "--out", str(tmp_path / "probe")], capture_output=True, text=True)
+        assert p.returncode == 2 and "--continue needs --set sft_steps=N" in p.stderr, p.stderr
+        assert not (tmp_path / "probe").exists()
+
+
+def test_the_fit_script_refuses_bad_input_before_writing(tmp_path):
+    fit = [sys.executable, str(REPO / "docs/official/sft_fit.py")]
+    p = subprocess.run([*fit, str(tmp_path / "nothing"), "sft=base", "--out", str(tmp_path / "fit")],
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and "holds no official run" in p.stderr and not (tmp_path / "fit").exists()
+    p = subprocess.run([*fit, str(tmp_path), "sft=base", "--games", "0", "--out", str(tmp_path / "fit")],
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and "--games must be an integer >= 1 (got 0)" in p.stderr and not (tmp_path / "fit").exists()
 
 
 def test_the_ablation_table_is_the_scripts_and_the_recipe_rows_are_the_committed_runs():
