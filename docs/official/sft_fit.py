@@ -5,8 +5,8 @@
 Teacher-forced agreement (`alfworld-rl agreement`) with the searching expert, per decision (search, take, carry,
 place, open, use): the mean probability of the expert's whole reply and of its verb, on `--games` of the games the
 run's SFT trained on (read from its `demonstrations.jsonl`, a seeded choice) and on as many `valid_seen` games. The
-agreement command replays branch 0's demonstration of each game, the very one SFT trained on (before its object names
-were renamed), so the first table is the fit, the second the generalisation. Writes `train.json` and `valid_seen.json`
+agreement command replays one demonstration per game by the same expert with the run's settings (object names as the
+game writes them), so the first table is the fit, the second the generalisation. Writes `train.json` and `valid_seen.json`
 (the agreement's own JSON) and `fit.md` under `--out`; `base=base` adds the base model.
 """
 import argparse, json, random, shutil, sys, tempfile
