@@ -101,8 +101,9 @@ SMOKE = MiniSettings(seeds=(0,), base_model="mini-base", ppo_minibatches=1, trai
                      ppo_games_per_batch=2, group_size=2, eval_games_per_batch=4)
 OFFICIAL = MiniSettings(   # ALFWorld's official games: big rooms, six task types, 50 steps (docs/official.md)
     seeds=(0,), base_model="official-base-4layers", task_types=tuple(TASK_TYPES), train_games=1200, valid_games=140, max_episode_steps=50,
-    demos_per_game=2, sft_steps=300, sft_games_per_batch=8, save_every=2, sft_save_every=50, episodes_per_game=2, base_episodes=1,
-    greedy_eval=True,   # two passes over the 1,200 games: one pass underfits (docs/official.md, the SFT probe)
+    demos_per_game=2, sft_games_per_batch=8, save_every=2, sft_save_every=50, episodes_per_game=2, base_episodes=1,
+    sft_steps=300,      # two passes over the 1,200 games: one pass underfits (docs/official.md, the SFT probe)
+    greedy_eval=True,
     invalid_penalty=0.0)   # at SFT's ~7% a batch holds few wins and a penalty sets PPO's direction: measured, docs/official.md
 PRESETS = {"mini": MINI, "smoke": SMOKE, "official": OFFICIAL}
 GAME_KEYS = (*MINI_GAMES, "task_types")
