@@ -1,4 +1,4 @@
-"""The analysis scripts under docs/: the refused-command breakdown of lost_episodes.py, the SFT probe's flag checks and
+"""The analysis scripts under docs/: the refused-command breakdown of lost_episodes.py, the SFT probe's and the publishing script's flag checks and
 the ablation table, which must be what its script makes of the committed rows, and ppo_signal's split of the
 advantages."""
 import importlib.util
@@ -104,6 +104,20 @@ def test_the_fit_script_refuses_bad_input_before_writing(tmp_path):
     p = subprocess.run([*fit, str(tmp_path), "sft=base", "--games", "0", "--out", str(tmp_path / "fit")],
                        capture_output=True, text=True)
     assert p.returncode == 2 and "--games must be an integer >= 1 (got 0)" in p.stderr and not (tmp_path / "fit").exists()
+
+
+def test_publishing_a_run_refuses_bad_input_before_writing(tmp_path):
+    publish = ["bash", str(REPO / "docs/official/publish_run.sh")]
+    run, out = tmp_path / "run", tmp_path / "out"
+    (run / "eval").mkdir(parents=True)
+    (run / "eval" / "sft-seed0.jsonl").write_text('{"type": "summary", "metrics": {}}\n')
+    (run / "eval" / "ppo-seed0.jsonl").write_text('{"type": "trajectory"}\n')     # PPO's evaluation not finished
+    for target, args, line in (
+            (run, ["--bogus"], "publish_run.sh: unknown flag --bogus (allowed: --readme, --ship)"),
+            (run, ["--ship"], f"publish_run.sh: --ship needs {run}/eval/ppo-seed0.jsonl finished"),
+            (tmp_path / "nothing", [], f"publish_run.sh: {tmp_path / 'nothing'} holds no evaluations (eval/)")):
+        p = subprocess.run([*publish, str(target), str(out), *args], capture_output=True, text=True, cwd=REPO)
+        assert (p.returncode, p.stderr) == (2, line + "\n") and not out.exists()
 
 
 def test_the_ablation_table_is_the_scripts_and_the_recipe_rows_are_the_committed_runs():
