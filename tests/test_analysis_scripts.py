@@ -1,6 +1,6 @@
-"""The analysis scripts under docs/: the refused-command breakdown of lost_episodes.py, the SFT probe's and the publishing script's flag checks and
-the ablation table, which must be what its script makes of the committed rows, and ppo_signal's split of the
-advantages."""
+"""The analysis scripts under docs/: the refused-command breakdown of lost_episodes.py, the flag checks of the SFT probe
+and of the publishing script, the ablation table, which must be what its script makes of the committed rows, and
+ppo_signal's split of the advantages."""
 import importlib.util
 import json
 import subprocess
