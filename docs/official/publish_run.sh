@@ -19,10 +19,10 @@ for flag in "$@"; do
   esac
 done
 [ -d "$run/eval" ] || { echo "publish_run.sh: $run holds no evaluations (eval/)" >&2; exit 2; }
+finished() { tail -n 1 "$run/eval/$1-seed0.jsonl" 2>/dev/null | grep -q '"type": "summary"'; }   # its summary is written
 if [ $ship = 1 ]; then                # only weights whose evaluation finished: the final save, the figures published
   for stage in sft ppo; do
-    tail -n 1 "$run/eval/$stage-seed0.jsonl" 2>/dev/null | grep -q '"type": "summary"' \
-      || { echo "publish_run.sh: --ship needs $run/eval/$stage-seed0.jsonl finished" >&2; exit 2; }
+    finished $stage || { echo "publish_run.sh: --ship needs $run/eval/$stage-seed0.jsonl finished" >&2; exit 2; }
   done
 fi
 
@@ -30,7 +30,7 @@ uv run python docs/official/official_table.py "$run" --out "$out" "${readme[@]}"
 lost=$out/lost_episodes.md; : > "$lost.tmp"
 for stage in sft ppo; do
   file=$run/eval/$stage-seed0.jsonl
-  [ -s "$file" ] && tail -n 1 "$file" | grep -q '"type": "summary"' || { echo "skipping $file (not finished)"; continue; }
+  finished $stage || { echo "skipping $file (not finished)"; continue; }
   for split in valid_seen valid_unseen; do
     { echo "## ${stage^^} seed 0, $split ($file)"; echo
       uv run python docs/official/lost_episodes.py "$file" --split "$split" --commands; echo; } >> "$lost.tmp"
