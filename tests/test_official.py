@@ -67,6 +67,23 @@ def test_a_full_traj_data_json_is_read_and_played(official_root, tmp_path):
     assert batch.trajectories[0].won
 
 
+def test_the_searching_expert_wins_where_receptacles_share_a_spot(official_root):
+    "Room 304's desk and drawers share one spot: every branch still wins, with no refused command (24 demonstrations were lost)."
+    from alfworld_rl.rl.policies import SearchingExpertPolicy
+    from alfworld_rl.rl.rollout import RolloutConfig, run_rollout
+    from alfworld_rl.backends.local_models import load_tokenizer
+    ids = {"train:look_at_obj_in_light-Statue-None-DeskLamp-304/trial_T20190909_011855_674463",
+           "train:look_at_obj_in_light-AlarmClock-None-DeskLamp-304/trial_T20190907_170557_255365",
+           "train:pick_two_obj_and_place-CD-None-Drawer-304/trial_T20190907_230204_336041"}
+    games = [g for g in discover_games(official_root, "train") if g.id in ids]
+    assert len(games) == 3
+    tok = load_tokenizer("mini-base")
+    batch = run_rollout(SearchingExpertPolicy(tok, 2), tok, games, RolloutConfig(group_size=2, max_episode_steps=50,
+                        context="window", engine="fast", temperature=0.0, max_assistant_tokens=256,
+                        max_trajectory_tokens=6000).validate())
+    assert [(t.won, t.invalid_action_count) for t in batch.trajectories] == [(True, 0)] * 6
+
+
 def test_reference_rows_on_a_few_official_games(official_root, tmp_path):
     r = subprocess.run([sys.executable, str(REPO / "docs" / "official" / "reference_rows.py"), "--data-root", official_root,
                         "--games", "3", "--no-bases", "--random-episodes", "2", "--out-dir", tmp_path],

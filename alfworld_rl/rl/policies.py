@@ -191,19 +191,29 @@ class SearchingExpertPolicy(ExpertPolicy):
         rng = random.Random(f"{game.id}|{branch}")
         return rng.sample(places, rng.randint(0, min(self.max_detours, len(places))))
 
+    def next_command(self, detours: list[str], walk: list[str], prompt_text: str) -> str:
+        "Replay the episode turn by turn: detours (opening closed ones), then the walkthrough, skipping a `go to` the game does not list."
+        plan, last = detours + walk, None
+        i, command = 0, "look"
+        for part in prompt_text.split("Observation:\n")[1:]:     # one part per turn: its observation, then its admissible commands
+            seen, admissible = part.split("\n\n", 1)[0].strip(), last_admissible(part)
+            if last in detours and f"The {last} is closed" in seen: command, last = f"open {last}", None
+            else:
+                command, last = "look", None
+                while i < len(plan):
+                    step, i = plan[i], i + 1
+                    action = f"go to {step}" if i <= len(detours) else step
+                    if action.startswith("go to ") and admissible and action not in admissible: continue   # already at its spot
+                    command, last = action, (step if i <= len(detours) else None)
+                    break
+        return command
+
     def reply(self, prompt_text, context, rng):
         if context is None: raise RuntimeError("SearchingExpertPolicy needs rollout.ROLLOUT_CONTEXT (use it through the rollout engine)")
         game, branch = context[0], context[1]
         if game.id not in self._walks: self._walks[game.id] = load_walkthrough(game)
-        walk, seen = self._walks[game.id], observations(prompt_text)
-        done = P.count_status(prompt_text, P.STATUS_EXECUTED)
-        script = []
-        for place in self.detours(game, branch, walk, prompt_text):
-            script.append(f"go to {place}")
-            if len(script) >= len(seen): break                     # its observation is still to come
-            if f"The {place} is closed" in seen[len(script)]: script.append(f"open {place}")
-        else: script += walk
-        return P.format_tool_call(script[done] if done < len(script) else "look", self.style)
+        walk = self._walks[game.id]
+        return P.format_tool_call(self.next_command(self.detours(game, branch, walk, prompt_text), walk, prompt_text), self.style)
 
 # %% ../../nbs/rl/22_policies.ipynb #9a2ac806
 TASK_FILLER = frozenset("your task is to put some a an in on the and it with then them two".split())
