@@ -494,7 +494,8 @@ def test_sampler_device(tmp_path, tok, prompt):
         check_settings(cls(sampler_device="cuda:1"))
         with pytest.raises(UserError, match=r"--sampler-device must be auto, cpu, cuda or cuda:N \(got 'gpu1'\)"):
             check_settings(cls(sampler_device="gpu1"))
-    with make_service_client("local", device="cpu", sampler_device="cpu", checkpoint_root=tmp_path) as svc:
+    # the snapshot's sharing is what is tested: samplers keep the adapter unmerged (merging: the next test)
+    with make_service_client("local", device="cpu", sampler_device="cpu", checkpoint_root=tmp_path, merge_sampler_lora="off") as svc:
         assert svc.sampler_device == torch.device("cpu")
         tc = svc.create_lora_training_client("tiny-qwen3", rank=4, seed=0)
         base = svc.create_sampling_client("tiny-qwen3")
@@ -523,6 +524,43 @@ def test_sampler_device(tmp_path, tok, prompt):
         lora = [n for n, _ in first._engine.model.named_parameters() if "lora_" in n]
         assert lora and all((dict(first._engine.model.named_parameters())[n] is dict(second._engine.model.named_parameters())[n])
                             == ("lora_" not in n) for n, _ in first._engine.model.named_parameters())
+
+def test_a_merged_sampler_samples_the_trainers_weights(tmp_path, tok, prompt):
+    """On the CPU in float32 samplers fold the LoRA into their weights (`merge_sampler_lora` auto): the same tokens and
+    logprobs to rounding as the unmerged snapshot, no LoRA layer left, and the trainer's weights unchanged (only its
+    frozen base weights shared)."""
+    from alfworld_rl.backends.local_trainer import sampling_snapshot
+    from alfworld_rl.backends.local_sampler import LocalSamplingClient
+    with pytest.raises(UserError, match="merge_sampler_lora must be one of auto, on, off"):
+        make_service_client("local", device="cpu", merge_sampler_lora="sometimes")
+    with make_service_client("local", device="cpu", dtype="bfloat16", checkpoint_root=tmp_path) as svc:
+        assert svc.merge_sampler_lora is False                  # bfloat16 would round a small update away
+    with make_service_client("local", device="cpu", checkpoint_root=tmp_path) as svc:
+        assert svc.merge_sampler_lora is True
+        tc = svc.create_lora_training_client("tiny-qwen3", rank=8, seed=0)
+        base = svc.create_sampling_client("tiny-qwen3")
+        seq = base.sample(ModelInput.from_ints(prompt), 1, SamplingParams(max_tokens=8, seed=1)).result().sequences[0]
+        n = len(prompt)
+        datum = trajectory_datum(prompt + seq.tokens, [0.0] * n + seq.logprobs, [False] * n + [True] * len(seq.tokens), 1.0)
+        for _ in range(3):
+            tc.forward_backward([datum], "ppo", CLIP).result(); tc.optim_step(AdamParams(learning_rate=1e-2)).result()
+        before = {k: v.detach().clone() for k, v in tc.peft.state_dict().items()}
+        merged = tc.save_weights_and_get_sampling_client()
+        model = merged._engine.model
+        assert not [n for n, _ in model.named_parameters() if "lora_" in n]
+        shared = {p.data_ptr() for p in model.parameters()}               # what it shares are the frozen base weights only
+        assert all(not p.requires_grad for p in tc.peft.parameters() if p.data_ptr() in shared)
+        assert all(torch.equal(before[k], v) for k, v in tc.peft.state_dict().items())
+        sp = SamplingParams(max_tokens=12, seed=3, temperature=1.0)
+        with LocalSamplingClient(sampling_snapshot(tc.peft), tok, "tiny-qwen3") as unmerged:
+            a, b = (c.sample(ModelInput.from_ints(prompt), 4, sp).result().sequences for c in (merged, unmerged))
+        assert [s.tokens for s in a] == [s.tokens for s in b]
+        diff = max(abs(x - y) for s, t in zip(a, b) for x, y in zip(s.logprobs, t.logprobs))
+        assert diff < 1e-4, diff
+        # the update moved the sampler: the base model gives other logprobs to the same tokens
+        moved = base.compute_logprobs(ModelInput.from_ints(prompt + a[0].tokens)).result()
+        assert max(abs(x - y) for x, y in zip(moved[n:], a[0].logprobs)) > 1e-3
+
 
 def test_a_sampler_leaves_other_threads_their_thread_count(svc):
     """The sampler's worker decodes on one CPU thread; training that starts in another thread afterwards (the

@@ -24,7 +24,8 @@ from .local_models import backbone_and_head, load_causal_lm, same_device
 __all__ = ['SUPPORTED_LOSSES', 'LORA_ATTN', 'LORA_MLP', 'LORA_ROUTERS', 'NAME_RE', 'token_losses', 'target_logprobs',
            'common_prefix_length', 'backbone_hidden', 'decoder_linears', 'lora_targets', 'add_lora', 'checkpoint_name',
            'read_checkpoint_info', 'checkpoint_problem', 'check_checkpoint', 'portable_base_name', 'base_model_key',
-           'same_base_model', 'load_sampler_model', 'agreement_metrics', 'sampling_snapshot', 'LocalTrainingClient']
+           'same_base_model', 'load_sampler_model', 'agreement_metrics', 'sampling_snapshot', 'LocalTrainingClient',
+           'merged_lora']
 
 # %% ../../nbs/backends/35_local_trainer.ipynb #e8c0016f
 SUPPORTED_LOSSES = ("cross_entropy", "importance_sampling", "ppo", "cispo")
@@ -606,3 +607,21 @@ class _PublicOps:
 
 class LocalTrainingClient(_ClientCore, _LossOps, _OptimizerOps, _CheckpointOps, _PublicOps):
     "PyTRIO 0.2.9 `TrainingClient` surface over an in-process peft LoRA (the methods live in the classes above, one job each)."
+
+def merged_lora(model):
+    """`model` with every LoRA layer replaced by a plain linear layer of weight `W + scale * B A`, for sampling. The new
+    weights are new tensors: base weights the model shares (a training snapshot's) are read, never written."""
+    from peft.tuners.lora.layer import Linear as LoraLinear
+    with torch.no_grad():
+        for name, layer in list(model.named_modules()):
+            if not isinstance(layer, LoraLinear): continue
+            base = layer.get_base_layer()
+            weight = base.weight.detach().clone()
+            for adapter in layer.active_adapters:
+                if adapter in layer.lora_A: weight += layer.get_delta_weight(adapter).to(weight.dtype)
+            plain = torch.nn.Linear(base.in_features, base.out_features, bias=base.bias is not None, device="meta")
+            plain.weight = torch.nn.Parameter(weight, requires_grad=False)
+            if base.bias is not None: plain.bias = base.bias
+            parent, _, child = name.rpartition(".")
+            setattr(model.get_submodule(parent) if parent else model, child, plain)
+    return model.eval().requires_grad_(False)
