@@ -160,6 +160,24 @@ def test_mini_defaults_are_the_measured_recipe(tmp_path):
     assert mini.SMOKE.base_model == "mini-base"          # the tests' smoke run keeps the small, fast base
 
 
+def test_evaluations_beside_the_training(tmp_path):
+    """`eval_beside`: SFT's evaluations run in a second process beside PPO, PPO's greedy one beside its sampled one;
+    every file is complete, each stage recorded once, the figures those of the same recipe run in one process, and a
+    rerun without the setting (where evaluations run is free to change) does no work."""
+    s = mini.settings_from("smoke", greedy_eval=True, eval_beside=True)
+    paths = mini.run_mini(s, tmp_path / "beside", progress=False)
+    stages = read_jsonl(paths.stages)
+    labels = ["sft-seed0", "sft-seed0-greedy", "ppo-seed0", "ppo-seed0-greedy"]
+    assert sorted(r["seed"] for r in stages if r["stage"] == "eval") == sorted(["base", *labels])
+    alone = mini.run_mini(mini.settings_from("smoke", greedy_eval=True), tmp_path / "alone", progress=False)
+    for label in labels:
+        a, b = (read_jsonl(p.eval_file(label))[-1]["metrics"] for p in (paths, alone))
+        assert a["eval/valid_unseen/games"] == s.valid_games
+        assert {k: v for k, v in a.items() if "time" not in k} == {k: v for k, v in b.items() if "time" not in k}, label
+    mini.run_mini(mini.settings_from("smoke", greedy_eval=True), tmp_path / "beside", progress=False)
+    assert [r for r in read_jsonl(paths.stages) if r["stage"] != "run"] == [r for r in stages if r["stage"] != "run"]
+
+
 def test_other_settings_in_the_same_directory_are_refused(tmp_path):
     (tmp_path / "settings.json").write_text(json.dumps({**json.loads(json.dumps(mini.asdict(mini.SMOKE))), "train_games": 99}))
     with pytest.raises(UserError, match="other settings"):

@@ -87,6 +87,8 @@ MINI_EVAL = {
     "base_episodes": Setting(int, None, "episodes per game of the base's evaluation (default: --episodes-per-game)",
                              integer(1), optional=True),
     "greedy_eval": Setting(bool, False, "also evaluate SFT and PPO once per game at temperature 0.01 (the reference protocol)"),
+    "eval_beside": Setting(bool, False, "one seed at a time: evaluate in a second process beside the training (SFT's evaluations "
+                           "beside PPO, PPO's greedy one beside its sampled one), so that a sampler on one thread leaves no core idle"),
 }
 
 @configuration(MINI_GAMES, MINI_EPISODES, MINI_SFT, MINI_PPO, MINI_EVAL)
@@ -103,7 +105,7 @@ OFFICIAL = MiniSettings(   # ALFWorld's official games: big rooms, six task type
     seeds=(0,), base_model="official-base-4layers", task_types=tuple(TASK_TYPES), train_games=1200, valid_games=140, max_episode_steps=50,
     demos_per_game=2, sft_games_per_batch=8, save_every=2, sft_save_every=50, episodes_per_game=2, base_episodes=1,
     sft_steps=300,      # two passes over the 1,200 games: one pass underfits (docs/official.md, the SFT probe)
-    greedy_eval=True,
+    greedy_eval=True, eval_beside=True,   # the samplers use one thread each: evaluations run beside PPO on the second core
     invalid_penalty=0.0)   # at SFT's ~7% a batch holds few wins and a penalty sets PPO's direction: measured, docs/official.md
 PRESETS = {"mini": MINI, "smoke": SMOKE, "official": OFFICIAL}
 GAME_KEYS = (*MINI_GAMES, "task_types")
@@ -298,6 +300,7 @@ def eval_label(stage: str, seed: int | None = None, greedy: bool = False) -> str
 def _seed_stages(s: MiniSettings, paths: MiniPaths, seed: int, demos: list, progress: bool) -> int:
     "SFT, its evaluation, PPO from the SFT state and its evaluation, for one seed (each skipped when done)."
     sft_save = run_sft_stage(s, paths, seed, demos or None, progress)
+    if s.eval_beside: return _stages_beside(s, paths, seed, sft_save, progress)
     run_eval_stage(s, paths, eval_label("sft", seed), sft_save["sampler_path"], progress)
     ppo_save = run_ppo_stage(s, paths, seed, sft_save["state_path"], progress)
     run_eval_stage(s, paths, eval_label("ppo", seed), ppo_save["sampler_path"], progress)
@@ -306,11 +309,28 @@ def _seed_stages(s: MiniSettings, paths: MiniPaths, seed: int, demos: list, prog
             run_eval_stage(s, paths, eval_label(stage, seed, greedy=True), save["sampler_path"], progress, greedy=True)
     return seed
 
-def _seed_worker(s: MiniSettings, root: str, seed: int, demos: list, threads: int) -> int:
-    "`_seed_stages` in a worker process that uses `threads` torch threads."
+def _eval_jobs(s: MiniSettings, stage: str, seed: int, save: dict, sampled: bool = True) -> list[tuple]:
+    "The (label, sampler path, greedy) evaluations of one stage's final save: sampled, then greedy if asked for."
+    greedy = [True] if s.greedy_eval else []
+    return [(eval_label(stage, seed, greedy=g), save["sampler_path"], g) for g in ([False] if sampled else []) + greedy]
+
+def _eval_worker(s: MiniSettings, root: str, jobs: list[tuple]) -> None:
+    "The evaluations `jobs`, in order, in a worker process on one torch thread (each skipped when its file is complete)."
     import torch
-    torch.set_num_threads(threads)
-    return _seed_stages(s, MiniPaths(Path(root)), seed, demos, progress=False)
+    torch.set_num_threads(1)
+    for label, model_path, greedy in jobs: run_eval_stage(s, MiniPaths(Path(root)), label, model_path, False, greedy=greedy)
+
+def _stages_beside(s: MiniSettings, paths: MiniPaths, seed: int, sft_save: dict, progress: bool) -> int:
+    "PPO with SFT's evaluations running beside it in a second process, then PPO's sampled evaluation beside its greedy one."
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        beside = pool.submit(_eval_worker, s, str(paths.root), _eval_jobs(s, "sft", seed, sft_save))
+        if progress: print(f"seed {seed}: SFT's evaluations run in a second process beside PPO (eval_beside)", file=sys.stderr)
+        ppo_save = run_ppo_stage(s, paths, seed, sft_save["state_path"], progress)
+        beside.result()                                  # SFT's evaluations done (an error in them is raised here)
+        beside = pool.submit(_eval_worker, s, str(paths.root), _eval_jobs(s, "ppo", seed, ppo_save, sampled=False))
+        run_eval_stage(s, paths, eval_label("ppo", seed), ppo_save["sampler_path"], progress)
+        beside.result()
+    return seed
 
 def check_workers(workers) -> int:
     "`workers` if it is an integer >= 1; a `UserError(status=2)` naming `--workers` otherwise."
@@ -339,9 +359,10 @@ def run_mini(s: MiniSettings, root: str | os.PathLike, progress: bool = True, wo
     paths = MiniPaths(Path(root))
     paths.root.mkdir(parents=True, exist_ok=True)
     saved = paths.root / "settings.json"
-    fixed = {k: v for k, v in json.loads(json.dumps(asdict(s))).items() if k != "seeds"}   # seeds may be added later
+    free = ("seeds", "eval_beside")                     # seeds may be added later; where evaluations run changes no result
+    fixed = {k: v for k, v in json.loads(json.dumps(asdict(s))).items() if k not in free}
     old = json.loads(saved.read_text()) if saved.exists() else None     # a setting newer than the file is not compared
-    if old is not None and {k: v for k, v in old.items() if k != "seeds"} != {k: fixed[k] for k in old if k in fixed and k != "seeds"}:
+    if old is not None and {k: v for k, v in old.items() if k not in free} != {k: fixed[k] for k in old if k in fixed}:
         raise UserError(f"{root} holds a mini experiment with other settings ({saved}); use another --out-dir", status=2)
     saved.write_text(json.dumps(asdict(s), indent=1) + "\n")
     base_model_path(s)                                   # the base model must be there before any work
