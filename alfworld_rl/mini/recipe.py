@@ -309,6 +309,12 @@ def _seed_stages(s: MiniSettings, paths: MiniPaths, seed: int, demos: list, prog
             run_eval_stage(s, paths, eval_label(stage, seed, greedy=True), save["sampler_path"], progress, greedy=True)
     return seed
 
+def _seed_worker(s: MiniSettings, root: str, seed: int, demos: list, threads: int) -> int:
+    "`_seed_stages` in a worker process that uses `threads` torch threads."
+    import torch
+    torch.set_num_threads(threads)
+    return _seed_stages(s, MiniPaths(Path(root)), seed, demos, progress=False)
+
 def _eval_jobs(s: MiniSettings, stage: str, seed: int, save: dict, sampled: bool = True) -> list[tuple]:
     "The (label, sampler path, greedy) evaluations of one stage's final save: sampled, then greedy if asked for."
     greedy = [True] if s.greedy_eval else []
