@@ -235,3 +235,22 @@ def test_the_readme_and_the_ablation_page_quote_the_tables_differences():
         quoted = f"{d:+.1f} +- {se:.1f}"
         assert quoted in page, f"docs/ablation.md does not give {row['name']}'s difference {quoted}"
         if row["data_seed"] == 0: assert quoted in readme, f"the README does not give {row['name']}'s difference {quoted}"
+
+
+def test_the_paired_gain_is_taken_over_the_games_both_played(tmp_path, capsys):
+    "paired_gain.py: the mean and standard error of the per-game differences; files with other games are refused."
+    pg = _script("official/paired_gain")
+    def write(name, wins):
+        rows = [{"type": "trajectory", "split": "valid_unseen", "game_id": g, "branch": i, "won": w}
+                for g, ws in wins.items() for i, w in enumerate(ws)]
+        (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in rows) + json.dumps({"type": "summary"}) + "\n")
+        return str(tmp_path / name)
+    sft = write("sft.jsonl", {"a": [0, 0], "b": [1, 0], "c": [0, 0], "d": [1, 1]})
+    ppo = write("ppo.jsonl", {"a": [1, 0], "b": [1, 1], "c": [0, 0], "d": [0, 1]})
+    assert pg.main([sft, ppo]) == 0
+    row = [l for l in capsys.readouterr().out.splitlines() if l.startswith("| valid_unseen")][0]
+    # differences 0.5, 0.5, 0, -0.5: mean 0.125, sample sd 0.4787, se 0.2394
+    assert row == "| valid_unseen | 4 | +12.5 +- 23.9 | 2 | 1 |"
+    other = write("other.jsonl", {"a": [1], "b": [0], "e": [1]})
+    assert pg.main([sft, other]) == 2
+    assert "different games" in capsys.readouterr().err
