@@ -11,8 +11,8 @@ from .rollout import ROLLOUT_CONTEXT
 # %% auto #0
 __all__ = ['WINDOW_STATUS', 'MALFORMED_KINDS', 'TASK_FILLER', 'TASK_VERBS', 'ScriptedPolicy', 'last_admissible',
            'load_walkthrough', 'ExpertPolicy', 'RandomAdmissiblePolicy', 'MalformedPolicy', 'MixedPolicy',
-           'observations', 'first_admissible', 'SearchingExpertPolicy', 'task_words', 'task_word_score',
-           'TaskWordPolicy', 'ScoredPolicy']
+           'first_admissible', 'SearchingExpertPolicy', 'task_words', 'task_word_score', 'TaskWordPolicy',
+           'ScoredPolicy']
 
 # %% ../../nbs/rl/22_policies.ipynb #81d61440
 WINDOW_STATUS = "Status of your last action: "
@@ -166,10 +166,6 @@ class MixedPolicy:
                               output_tokens=sum(len(s.tokens) for s in seqs))
 
 # %% ../../nbs/rl/22_policies.ipynb #036f7e44
-def observations(prompt_text: str) -> list[str]:
-    "The observations of a decoded prompt in order: the first one, then one per step."
-    return [part.split("\n\n", 1)[0].strip() for part in prompt_text.split("Observation:\n")[1:]]
-
 def first_admissible(prompt_text: str) -> list[str]:
     "The admissible actions listed in the first message of a decoded prompt."
     head, sep, tail = prompt_text.partition("Admissible actions:\n")
