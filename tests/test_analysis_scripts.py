@@ -89,10 +89,13 @@ def test_the_sft_probe_refuses_bad_settings_before_writing(tmp_path):
     p = subprocess.run([sys.executable, str(REPO / "docs/official/sft_probe.py"), str(tmp_path / "nothing"),
                         "--out", str(tmp_path / "probe")], capture_output=True, text=True)
     assert p.returncode != 0 and "holds no official run" in p.stderr and not (tmp_path / "probe").exists()
-    for sets in (["--set", "max_detours=4"], ["--set", "sft_steps=100"], ["--set", "sft_steps=300", "--set", "max_detours=4"]):
+    only = "--continue needs --set sft_steps=N and/or"
+    for sets, says in ((["--set", "max_detours=4"], only), ([], only), (["--set", "sft_steps=300", "--set", "max_detours=4"], only),
+                       (["--set", "sft_lr_decay_steps=50"], "no SFT save at or before step 250"),
+                       (["--set", "sft_lr_decay_steps=400"], "sft_lr_decay_steps must be <= sft_steps (300)")):
         p = subprocess.run([sys.executable, str(REPO / "docs/official/sft_probe.py"), str(run), "--continue", *sets,
                             "--out", str(tmp_path / "probe")], capture_output=True, text=True)
-        assert p.returncode == 2 and "--continue needs --set sft_steps=N" in p.stderr, p.stderr
+        assert p.returncode == 2 and says in p.stderr, p.stderr
         assert not (tmp_path / "probe").exists()
 
 
@@ -254,3 +257,19 @@ def test_the_paired_gain_is_taken_over_the_games_both_played(tmp_path, capsys):
     other = write("other.jsonl", {"a": [1], "b": [0], "e": [1]})
     assert pg.main([sft, other]) == 2
     assert "different games" in capsys.readouterr().err
+
+
+def test_the_sft_saves_script_refuses_bad_input_before_writing(tmp_path):
+    saves = [sys.executable, str(REPO / "docs/official/sft_saves.py")]
+    run = tmp_path / "run"
+    (run / "runs" / "sft-seed0").mkdir(parents=True)
+    (run / "settings.json").write_text("{}")
+    (run / "runs" / "sft-seed0" / "checkpoints.jsonl").write_text(json.dumps({"step": 50, "sampler_path": "x"}) + "\n")
+    out = tmp_path / "out"
+    for args, says in (([str(run), "--steps", "50"], "write each run as LABEL=RUN"),
+                       ([f"a={tmp_path / 'nothing'}", "--steps", "50"], "holds no official run"),
+                       ([f"a={run}", "--steps", "100"], "no SFT save at step(s) [100]; it has [50]"),
+                       ([f"a={run}", "--steps", "50", "--episodes-per-game", "0"], "--episodes-per-game must be >= 1")):
+        p = subprocess.run([*saves, *args, "--out", str(out)], capture_output=True, text=True)
+        assert p.returncode == 2 and says in p.stderr, p.stderr
+        assert not out.exists()

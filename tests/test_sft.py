@@ -3,6 +3,7 @@ import dataclasses, json
 from pathlib import Path
 
 import pytest
+import torch
 
 from alfworld_rl.cli import main
 from alfworld_rl.core import read_jsonl
@@ -124,3 +125,31 @@ def test_bad_flag(flags, message, tmp_path, capsys):
 def test_resume_without_a_run_is_refused(tmp_path, capsys):
     assert main(["sft", "--output-dir", str(tmp_path), "--run-name", "nothing", "--resume"]) == 2
     assert "nothing to resume" in capsys.readouterr().err
+
+
+def _adapter(record: dict) -> dict:
+    "The LoRA tensors of a checkpoint record's sampler weights."
+    from safetensors.torch import load_file
+    return load_file(str(Path(record["sampler_path"]) / "adapter_model.safetensors"))
+
+
+def test_a_decay_continued_from_a_constant_runs_save_is_a_fresh_decayed_run(demos, small_data_root, tmp_path):
+    "What `sft_probe.py --continue` relies on: the steps before a decay are a constant run's steps."
+    import shutil
+    from alfworld_rl.runs.resume import rewind_run
+    from alfworld_rl.runs.train import read_checkpoints
+    base = SFTConfig(base_model="tiny-qwen3", data_root=str(small_data_root), max_steps=4, games_per_batch=1,
+                     learning_rate=3e-3, save_every=2, output_dir=str(tmp_path), max_episode_steps=20,
+                     max_trajectory_tokens=4096)
+    SFTRun(dataclasses.replace(base, run_name="constant"), progress=False, demonstrations=demos).open().run()
+    decayed = SFTRun(dataclasses.replace(base, run_name="decayed", lr_decay_steps=2), progress=False,
+                     demonstrations=demos).open().run()
+    assert [r["optim/learning_rate"] for r in decayed] == pytest.approx([3e-3, 3e-3, 2e-3, 1e-3])
+    shutil.copytree(tmp_path / "constant", tmp_path / "continued")
+    rewind_run(tmp_path / "continued", 2)                    # the constant run's save before the decay begins
+    SFTRun(dataclasses.replace(base, run_name="continued", lr_decay_steps=2), resume=True, progress=False,
+           demonstrations=demos).open().run()
+    final = {name: _adapter(read_checkpoints(tmp_path / name)[-1]) for name in ("constant", "decayed", "continued")}
+    assert final["decayed"].keys() == final["continued"].keys()
+    assert all(torch.equal(final["decayed"][k], final["continued"][k]) for k in final["decayed"])
+    assert any(not torch.equal(final["decayed"][k], final["constant"][k]) for k in final["decayed"])

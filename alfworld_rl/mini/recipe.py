@@ -24,7 +24,7 @@ __all__ = ['MINI_GAMES', 'MINI_EPISODES', 'MINI_SFT', 'MINI_PPO', 'MINI_EVAL', '
 # %% ../../nbs/mini/53_recipe.ipynb #7ad99491
 from ..settings import Setting, configuration, settings_of, integer, check_value, flag
 from ..settings import MODEL, DATA, SCHEDULE, ROLLOUT, OPTIMIZER, ENGINES
-from ..runs.sft import DEMONSTRATIONS
+from ..runs.sft import DEMONSTRATIONS, SFT_SCHEDULE
 from ..runs.train_config import ADVANTAGE, PPO
 from ..runs.evaluate import EVALUATION
 from ..env.data import TASK_TYPES
@@ -64,6 +64,8 @@ MINI_SFT = {         # behaviour cloning on searching-expert demonstrations
     "sft_steps": _count(60, "SFT steps"),
     "sft_games_per_batch": _count(4, "games per SFT step"),
     "sft_learning_rate": _lr(3e-3, "SFT"),
+    "sft_lr_decay_steps": SFT_SCHEDULE["lr_decay_steps"].but(help="the last N SFT steps lower the learning rate linearly "
+                                                               "towards 0 (0: constant)"),
     "save_every": SCHEDULE["save_every"].but(default=0, help="save PPO every N updates, so a cut run resumes there (0: only at the end)"),
     "sft_save_every": SCHEDULE["save_every"].but(default=0, help="save SFT every N steps (0: only at the end)"),
 }
@@ -128,6 +130,7 @@ def validate_settings(s: MiniSettings) -> MiniSettings:
     if not s.task_types or any(t not in TASK_TYPES for t in s.task_types) or len(set(s.task_types)) != len(s.task_types):
         raise bad("task_types", f"distinct names among {', '.join(TASK_TYPES)}, at least one")
     if s.min_receptacles > s.max_receptacles: raise bad("min_receptacles", f"<= max_receptacles ({s.max_receptacles})")
+    if s.sft_lr_decay_steps > s.sft_steps: raise bad("sft_lr_decay_steps", f"<= sft_steps ({s.sft_steps})")
     if s.max_assistant_tokens >= s.max_trajectory_tokens: raise bad("max_assistant_tokens", f"< max_trajectory_tokens ({s.max_trajectory_tokens})")
     return s
 
@@ -211,7 +214,8 @@ def sft_config(s: MiniSettings, paths: MiniPaths, seed: int):
     "The `SFTConfig` of seed `seed`."
     from alfworld_rl.runs.sft import SFTConfig
     return SFTConfig(base_model=str(base_model_path(s)), data_root=str(paths.data), max_steps=s.sft_steps,
-                     games_per_batch=s.sft_games_per_batch, learning_rate=s.sft_learning_rate, lora_rank=s.lora_rank,
+                     games_per_batch=s.sft_games_per_batch, learning_rate=s.sft_learning_rate,
+                     lr_decay_steps=s.sft_lr_decay_steps, lora_rank=s.lora_rank,
                      save_every=s.sft_save_every, run_name=paths.sft_run(seed).name, output_dir=str(paths.runs), seed=seed,
                      swanlab_mode="disabled", max_episode_steps=s.max_episode_steps,
                      max_trajectory_tokens=s.max_trajectory_tokens, demos_per_game=s.demos_per_game,

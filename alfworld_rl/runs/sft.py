@@ -16,9 +16,10 @@ from ..settings import (Setting, configuration, pick, integer, flag, check_setti
                                   MODEL, DATA, SCHEDULE, ROLLOUT, OPTIMIZER, LOGGING, RUN_DIR)
 
 # %% auto #0
-__all__ = ['DEMONSTRATIONS', 'PROMPTS', 'SFTConfig', 'validate_sft_config', 'expert_rollout_config', 'demonstrable_games',
-           'expert_trajectories', 'sft_datum', 'sft_rows', 'row_datum', 'sft_token_counts', 'SFTRun', 'sft',
-           'add_sft_arguments', 'resolve_sft_config', 'run_sft_report', 'cli_sft_parser', 'cli_sft']
+__all__ = ['DEMONSTRATIONS', 'SFT_SCHEDULE', 'PROMPTS', 'SFTConfig', 'validate_sft_config', 'sft_learning_rate',
+           'expert_rollout_config', 'demonstrable_games', 'expert_trajectories', 'sft_datum', 'sft_rows', 'row_datum',
+           'sft_token_counts', 'SFTRun', 'sft', 'add_sft_arguments', 'resolve_sft_config', 'run_sft_report',
+           'cli_sft_parser', 'cli_sft']
 
 # %% ../../nbs/runs/42_sft.ipynb #c1553d23
 DEMONSTRATIONS = {
@@ -29,10 +30,14 @@ DEMONSTRATIONS = {
                               "step (prompt and reply alike, after the prefix all rows share), so cloning teaches copying "
                               "names rather than memorising them"),
 }
+SFT_SCHEDULE = {
+    "lr_decay_steps": Setting(int, 0, "the last N steps lower the learning rate linearly towards 0 (0: constant; "
+                              "--max-steps: decay over the whole run)", integer(0)),
+}
 PROMPTS = pick(ROLLOUT, "seed", "max_episode_steps", "max_trajectory_tokens", "include_admissible_actions", "context",
                "history_length", "visited_places", "engine")
 
-@configuration(MODEL, DATA, SCHEDULE, OPTIMIZER, LOGGING, RUN_DIR, PROMPTS, DEMONSTRATIONS,
+@configuration(MODEL, DATA, SCHEDULE, OPTIMIZER, LOGGING, RUN_DIR, PROMPTS, DEMONSTRATIONS, SFT_SCHEDULE,
                base_model=dict(help="model to fine-tune: a hub id, a local directory or a named model"),
                train_split=dict(help="split the demonstrations come from"),
                max_steps=dict(default=20, help="number of optimizer steps"),
@@ -58,7 +63,16 @@ class SFTConfig:
 # %% ../../nbs/runs/42_sft.ipynb #c232309e
 def validate_sft_config(c: SFTConfig) -> SFTConfig:
     "Check `c`; raise `UserError(status=2)` naming the first bad flag and its allowed range."
-    return check_settings(c)                   # every SFT rule is one setting's own
+    check_settings(c)
+    if c.lr_decay_steps > c.max_steps:
+        raise UserError(f"--lr-decay-steps must be at most --max-steps ({c.max_steps}); got {c.lr_decay_steps}", status=2)
+    return c
+
+def sft_learning_rate(c: SFTConfig, step: int) -> float:
+    "The learning rate of step `step` (1-based): constant, then a linear decay over the last `lr_decay_steps` steps."
+    left = c.max_steps - step                  # steps after this one
+    if left >= c.lr_decay_steps: return c.learning_rate
+    return c.learning_rate * (left + 1) / (c.lr_decay_steps + 1)
 
 # %% ../../nbs/runs/42_sft.ipynb #0e85fd66
 def expert_rollout_config(c: SFTConfig):
@@ -207,14 +221,15 @@ class SFTRun(RunLifecycle):
         games = self.batches[step - 1]
         datums = self.batch_datums(step)
         fb = self.tc.forward_backward(datums, "cross_entropy")
-        opt = self.tc.optim_step(pytrio.AdamParams(learning_rate=c.learning_rate, beta1=c.adam_beta1, beta2=c.adam_beta2,
+        opt = self.tc.optim_step(pytrio.AdamParams(learning_rate=sft_learning_rate(c, step), beta1=c.adam_beta1, beta2=c.adam_beta2,
                                                    eps=c.adam_eps, weight_decay=c.weight_decay, grad_clip_norm=c.grad_clip))
         fb_out, opt_out = fb.result(), opt.result()
         counts = sft_token_counts(datums)
         record = {"step": step, "time": utc_now(), "games": [g.id for g in games],
                   "train/loss": fb_out.metrics.get("loss_mean"), "train/loss_sum": fb_out.metrics.get("loss_sum"),
                   "train/token_count": fb_out.metrics.get("token_count"), "train/datums": counts["datums"],
-                  "train/train_tokens": counts["train_tokens"], "train/loss_tokens": counts["loss_tokens"]}
+                  "train/train_tokens": counts["train_tokens"], "train/loss_tokens": counts["loss_tokens"],
+                  "optim/learning_rate": sft_learning_rate(c, step)}
         for k, v in (getattr(opt_out, "metrics", None) or {}).items(): record[f"optim/{k}"] = v
         record["time/update_s"] = time.perf_counter() - t0
         self.log(record, f"loss {record['train/loss']:.4f}")

@@ -9,9 +9,11 @@ games, so this script has no way to evaluate valid_unseen. It prints the probe's
 and admissible rate beside the run's own SFT on the same games, and the refused commands of both by kind
 (`lost_episodes.py --commands`). Stage times go to `<out>/stages.jsonl`; an interrupted probe resumes.
 
-`--continue` starts the probe's SFT from the run's own SFT run (copied under `--out`) when the only change is more
-steps (`--set sft_steps=N`): the learning rate is constant and the batches are one fixed stream of shuffled passes, so
-continuing from the run's last save trains the same steps as a fresh N-step run, without repeating the first ones.
+`--continue` starts the probe's SFT from the run's own SFT run (copied under `--out`) when the only changes are the
+number of steps and the learning-rate decay (`--set sft_steps=N`, `--set sft_lr_decay_steps=D`): the batches are one
+fixed stream of shuffled passes and the rate is constant until a decay begins, so continuing from the run's newest save
+taken before either run's decay trains the same steps as a fresh probe, without repeating the first ones (e.g.
+`--set sft_lr_decay_steps=50 --continue`: the run's last 50 steps again, at a falling rate, from its step-250 save).
 """
 import argparse, dataclasses, json, shutil, sys, time
 from pathlib import Path
@@ -46,7 +48,8 @@ def refused_table(files: dict) -> str:
 
 
 def main(argv=None) -> int:
-    from alfworld_rl.core import UserError
+    from alfworld_rl.core import UserError, read_jsonl
+    from alfworld_rl.runs.resume import rewind_run
     from alfworld_rl.mini.recipe import (MiniPaths, MiniSettings, eval_config, mini_demonstrations, parse_setting,
                                          run_sft_stage, validate_settings, _log_stage)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -66,9 +69,16 @@ def main(argv=None) -> int:
         s = validate_settings(dataclasses.replace(MiniSettings(**saved), seeds=(0,), **overrides))
     except UserError as e:
         print(e, file=sys.stderr); return 2
-    if a.cont and (set(overrides) != {"sft_steps"} or s.sft_steps <= saved["sft_steps"]):
-        print(f"--continue needs --set sft_steps=N with N above the run's {saved['sft_steps']} and no other change",
-              file=sys.stderr); return 2
+    start = None
+    if a.cont:
+        if not overrides or set(overrides) - {"sft_steps", "sft_lr_decay_steps"}:
+            print("--continue needs --set sft_steps=N and/or --set sft_lr_decay_steps=D, and no other --set", file=sys.stderr); return 2
+        constant = min(saved["sft_steps"] - saved.get("sft_lr_decay_steps", 0), s.sft_steps - s.sft_lr_decay_steps)
+        steps = [r["step"] for r in read_jsonl(MiniPaths(run).sft_run(0) / "checkpoints.jsonl") if r["step"] <= constant]
+        if not steps:
+            print(f"--continue: the run has no SFT save at or before step {constant}, where the two learning-rate "
+                  "schedules part", file=sys.stderr); return 2
+        start = max(steps)
     paths = MiniPaths(out)
     out.mkdir(parents=True, exist_ok=True)
     probe_settings = out / "settings.json"
@@ -76,8 +86,10 @@ def main(argv=None) -> int:
         sys.exit(f"{out} holds a probe with other settings; use another --out")
     probe_settings.write_text(json.dumps(dataclasses.asdict(s), indent=1) + "\n")
     if not paths.data.exists(): paths.data.symlink_to((run / "data").resolve(), target_is_directory=True)
-    if a.cont and not paths.sft_run(0).exists():       # the run's SFT so far, continued by run_sft_stage's resume
+    if a.cont and not paths.sft_run(0).exists():       # the run's SFT up to `start`, continued by run_sft_stage's resume
         shutil.copytree(MiniPaths(run).sft_run(0), paths.sft_run(0), symlinks=True)
+        rewind_run(paths.sft_run(0), start)
+        print(f"continuing the run's SFT from its step-{start} save", flush=True)
     demos = None if (paths.sft_run(0) / "config.json").exists() else mini_demonstrations(s, paths)
     save = run_sft_stage(s, paths, 0, demos)
     c = dataclasses.replace(eval_config(s, paths, "sft-seed0", save["sampler_path"]), split="valid_seen")
