@@ -7,11 +7,15 @@ For each `label=run` and each step in `--steps`, reads the save from `<run>/runs
 evaluates it on valid_seen with the run's own evaluation settings (50 steps, its temperature and context) and one
 shared sampling seed, so every save meets the same random numbers. Settings are chosen on training-distribution games:
 this script cannot evaluate valid_unseen. Each evaluation is written to `<out>/<label>-step-NNNNNN.jsonl` as it runs
-and resumes when interrupted. Prints and writes `saves.md` (success +- SE over games, admissible rate, per save) and
-`saves.png` (success against SFT step, one line per run).
+and resumes when interrupted. Prints and writes `saves.md` (success +- SE over games, admissible rate, per save; with
+two runs or more, each later run against the first at each step, paired by game as `paired_gain.py` pairs them),
+`saves.json` and `saves.png` (success against SFT step, one line per run).
 """
 import argparse, dataclasses, json, sys, time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+import paired_gain  # noqa: E402  (this folder's paired comparison)
 
 
 def save_records(run: Path, seed: int = 0) -> dict[int, dict]:
@@ -52,6 +56,17 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def paired_table(out: Path, labels: list[str], steps: list[int]) -> str:
+    "Each later run against the first at each step: valid_seen success paired by game (the same games and seed)."
+    lines = [f"| step | run - {labels[0]} (points) | games up | games down |", "|---|---|---|---|"]
+    for label in labels[1:]:
+        for step in sorted(steps):
+            first, other = (paired_gain.per_game(out / f"{x}-step-{step:06d}.jsonl")["valid_seen"] for x in (labels[0], label))
+            r = paired_gain.paired(first, other)
+            lines.append(f"| {step} | {label}: {100 * r['gain']:+.1f} +- {100 * r['se']:.1f} | {r['up']} | {r['down']} |")
+    return "\n".join(lines)
+
+
 def plot(rows: list[dict], path: Path) -> None:
     "Success against SFT step, one line per run, with +- SE bars."
     import matplotlib; matplotlib.use("Agg")
@@ -62,7 +77,7 @@ def plot(rows: list[dict], path: Path) -> None:
         ax.errorbar([r["step"] for r in rs], [r["success"] for r in rs], yerr=[r["se"] for r in rs], marker="o",
                     capsize=3, label=label)
     ax.set_xlabel("SFT step"); ax.set_ylabel("valid_seen won (%)"); ax.set_ylim(bottom=0); ax.legend()
-    ax.set_title("One SFT run's saves on valid_seen (T as the run evaluates)")
+    ax.set_title("SFT saves on valid_seen (each run's evaluation settings, one seed)")
     fig.tight_layout(); fig.savefig(path, dpi=120); plt.close(fig)
 
 
@@ -101,10 +116,11 @@ def main(argv=None) -> int:
             print(f"{label} step {step}: {rows[-1]['success']:.1f} +- {rows[-1]['se']:.1f}% won, "
                   f"{rows[-1]['admissible']:.1f}% admissible ({time.perf_counter() - t0:.0f} s)", flush=True)
     rows.sort(key=lambda r: (r["label"], r["step"]))
-    (out / "saves.md").write_text(table(rows) + "\n")
+    text = table(rows) + ("\n\n" + paired_table(out, list(runs), a.steps) if len(runs) > 1 else "")
+    (out / "saves.md").write_text(text + "\n")
     (out / "saves.json").write_text(json.dumps(rows, indent=1) + "\n")
     plot(rows, out / "saves.png")
-    print(table(rows))
+    print(text)
     return 0
 
 
