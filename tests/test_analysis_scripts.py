@@ -116,7 +116,7 @@ def test_publishing_a_run_refuses_bad_input_before_writing(tmp_path):
     (run / "eval" / "sft-seed0.jsonl").write_text('{"type": "summary", "metrics": {}}\n')
     (run / "eval" / "ppo-seed0.jsonl").write_text('{"type": "trajectory"}\n')     # PPO's evaluation not finished
     for target, args, line in (
-            (run, ["--bogus"], "publish_run.sh: unknown flag --bogus (allowed: --readme, --ship)"),
+            (run, ["--bogus"], "publish_run.sh: unknown flag --bogus (allowed: --readme, --ship, --seeds=A,B)"),
             (run, ["--ship"], f"publish_run.sh: --ship needs {run}/eval/ppo-seed0.jsonl finished"),
             (tmp_path / "nothing", [], f"publish_run.sh: {tmp_path / 'nothing'} holds no evaluations (eval/)")):
         p = subprocess.run([*publish, str(target), str(out), *args], capture_output=True, text=True, cwd=REPO)
@@ -257,6 +257,14 @@ def test_the_paired_gain_is_taken_over_the_games_both_played(tmp_path, capsys):
     other = write("other.jsonl", {"a": [1], "b": [0], "e": [1]})
     assert pg.main([sft, other]) == 2
     assert "different games" in capsys.readouterr().err
+    ppo2 = write("ppo2.jsonl", {"a": [0, 0], "b": [1, 0], "c": [1, 1], "d": [1, 1]})      # a second run: 0, 0, +1, 0
+    assert pg.main([sft, ppo, sft, ppo2]) == 0
+    rows = [l for l in capsys.readouterr().out.splitlines() if l.startswith("| valid_unseen")]
+    # run 2: differences 0, 0, 1, 0: mean 0.25, se 0.25; pooled mean 0.1875, se sqrt(0.2394^2 + 0.25^2) / 2 = 0.1731
+    assert rows == ["| valid_unseen | 1 | 4 | +12.5 +- 23.9 | 2 | 1 |", "| valid_unseen | 2 | 4 | +25.0 +- 25.0 | 1 | 0 |",
+                    "| valid_unseen | pooled (2 runs; runs +12.5 to +25.0) | 8 | +18.8 +- 17.3 | 3 | 1 |"]
+    with pytest.raises(SystemExit) as e: pg.main([sft, ppo, sft])
+    assert e.value.code == 2 and "pairs" in capsys.readouterr().err
 
 
 def test_the_sft_saves_script_refuses_bad_input_before_writing(tmp_path):

@@ -172,6 +172,11 @@ def test_official_recipe_smallest(official_root, tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     assert "official result: base=" in r.stdout and "(valid_unseen success, 2 episodes per game, 1 seeds)" in r.stdout
     assert (tmp_path / "table" / "success.png").is_file() and (tmp_path / "table" / "table.md").is_file()
+    table = [sys.executable, str(REPO / "docs" / "official" / "official_table.py"), paths.root]
+    only = subprocess.run([*table, "--seeds", "0"], capture_output=True, text=True, timeout=300)   # a seed added later is left out
+    assert only.returncode == 0 and only.stdout.splitlines()[-1] == r.stdout.splitlines()[-1], only.stderr[-2000:]
+    bad = subprocess.run([*table, "--seeds", "3"], capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "--seeds must be distinct seeds of the run (0); got [3]" in bad.stderr, bad.stderr
 
 
 # ---- a checkpoint names a shipped base by its name -----------------------------------------------------------

@@ -170,11 +170,17 @@ def main(argv=None) -> int:
     ap.add_argument("run", help="the official run's directory (alfworld-rl mini --settings official --out-dir ...)")
     ap.add_argument("--out", default=None, help="write table.md, results.json and success.png here")
     ap.add_argument("--readme", default=None, help="also write the README's official table (between its markers)")
+    ap.add_argument("--seeds", type=int, nargs="+", default=None,
+                    help="report only these of the run's seeds (default: every seed in its settings.json)")
     a = ap.parse_args(argv)
     root = Path(a.run)
     if not (root / "settings.json").is_file(): sys.exit(f"{root} holds no mini experiment (no settings.json)")
     settings = json.loads((root / "settings.json").read_text())
     seeds = settings["seeds"]
+    if a.seeds is not None:
+        if not a.seeds or set(a.seeds) - set(seeds) or len(set(a.seeds)) != len(a.seeds):
+            ap.error(f"--seeds must be distinct seeds of the run ({', '.join(map(str, seeds))}); got {a.seeds}")
+        seeds = settings["seeds"] = list(a.seeds)
     rows = rows_of(root, seeds)
     md = table(rows)
     stages = [json.loads(l) for l in (root / "stages.jsonl").read_text().splitlines()] if (root / "stages.jsonl").exists() else []

@@ -5,6 +5,13 @@ taken over the per-game differences instead of combining two independent ones.
 
 For each split: the mean over games of (PPO's success on the game - SFT's), each game's success being the mean of its
 episodes, the standard error of that mean, and how many games went up and down. Both files must hold the same games.
+
+Several runs, each as a (before, after) pair of files, add a row per run and a pooled row per split: the mean of the
+runs' paired gains, with the standard error of that mean from their evaluations alone (sqrt of the summed squared
+errors over the number of runs) and the runs' lowest and highest gain beside it, since two runs of one recipe can
+differ by more than their evaluations do:
+
+    uv run python docs/official/paired_gain.py run4/sft.jsonl run4/ppo.jsonl run5/sft.jsonl run5/ppo.jsonl
 """
 import argparse, json, math, statistics, sys
 from collections import defaultdict
@@ -35,19 +42,32 @@ def paired(before: dict, after: dict) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("before", type=Path, help="evaluation JSONL of the first checkpoint (SFT)")
-    ap.add_argument("after", type=Path, help="evaluation JSONL of the second checkpoint (PPO)")
+    ap.add_argument("files", type=Path, nargs="+", metavar="BEFORE AFTER",
+                    help="evaluation JSONL of the first checkpoint (SFT) then of the second (PPO); more pairs: more runs")
     a = ap.parse_args(argv)
-    for name, path in (("before", a.before), ("after", a.after)):
-        if not path.is_file(): ap.error(f"{name}: {path} is not a file")
-    b, c = per_game(a.before), per_game(a.after)
-    print("| split | games | after - before (points) | games up | games down |")
-    print("|---|---|---|---|---|")
-    for split in [s for s in SPLITS if s in b or s in c]:
-        try: r = paired(b.get(split, {}), c.get(split, {}))
-        except ValueError as e:
-            print(f"paired_gain.py: {split}: {e}", file=sys.stderr); return 2
-        print(f"| {split} | {r['games']} | {100 * r['gain']:+.1f} +- {100 * r['se']:.1f} | {r['up']} | {r['down']} |")
+    if len(a.files) % 2: ap.error(f"files come in (before, after) pairs; got {len(a.files)}")
+    for path in a.files:
+        if not path.is_file(): ap.error(f"{path} is not a file")
+    pairs = [(per_game(a.files[i]), per_game(a.files[i + 1])) for i in range(0, len(a.files), 2)]
+    many = len(pairs) > 1
+    print(("| split | run " if many else "| split ") + "| games | after - before (points) | games up | games down |")
+    print("|---" * (6 if many else 5) + "|")
+    for split in [x for x in SPLITS if any(x in b or x in c for b, c in pairs)]:
+        runs = []
+        for i, (b, c) in enumerate(pairs, 1):
+            try: r = paired(b.get(split, {}), c.get(split, {}))
+            except ValueError as e:
+                print(f"paired_gain.py: {split}{f' (run {i})' if many else ''}: {e}", file=sys.stderr); return 2
+            runs.append(r)
+            print(f"| {split} " + (f"| {i} " if many else "") + f"| {r['games']} | {100 * r['gain']:+.1f} +- "
+                  f"{100 * r['se']:.1f} | {r['up']} | {r['down']} |")
+        if many:
+            gain = statistics.fmean(r["gain"] for r in runs)
+            se = math.sqrt(sum(r["se"] ** 2 for r in runs)) / len(runs)
+            low, high = min(r["gain"] for r in runs), max(r["gain"] for r in runs)
+            print(f"| {split} | pooled ({len(runs)} runs; runs {100 * low:+.1f} to {100 * high:+.1f}) | "
+                  f"{sum(r['games'] for r in runs)} | {100 * gain:+.1f} +- {100 * se:.1f} | "
+                  f"{sum(r['up'] for r in runs)} | {sum(r['down'] for r in runs)} |")
     return 0
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Publish an official run: its table and figures, what its lost episodes did, and (with --ship) its sampler weights.
 #
-#     bash docs/official/publish_run.sh runs/official docs/official/run4-seed0 [--readme] [--ship]
+#     bash docs/official/publish_run.sh runs/official docs/official/run4-seed0 [--readme] [--ship] [--seeds=0,1]
 #
 # Writes OUT/table.md, results.json, success.png, rollout.png (docs/official/official_table.py) and OUT/lost_episodes.md
 # (docs/official/lost_episodes.py --commands, SFT and PPO of seed 0 at T = 1, one section per split). --readme also
@@ -10,12 +10,13 @@
 set -euo pipefail
 if [ $# -lt 2 ]; then echo "usage: publish_run.sh RUN OUT [--readme] [--ship]" >&2; exit 2; fi
 run=$1; out=$2; shift 2
-readme=(); ship=0
+readme=(); ship=0; seeds=()
 for flag in "$@"; do
   case $flag in
     --readme) readme=(--readme README.md) ;;
     --ship) ship=1 ;;
-    *) echo "publish_run.sh: unknown flag $flag (allowed: --readme, --ship)" >&2; exit 2 ;;
+    --seeds=*) IFS=, read -ra list <<< "${flag#--seeds=}"; seeds=(--seeds "${list[@]}") ;;   # the table's seeds only
+    *) echo "publish_run.sh: unknown flag $flag (allowed: --readme, --ship, --seeds=A,B)" >&2; exit 2 ;;
   esac
 done
 [ -d "$run/eval" ] || { echo "publish_run.sh: $run holds no evaluations (eval/)" >&2; exit 2; }
@@ -26,7 +27,7 @@ if [ $ship = 1 ]; then                # only weights whose evaluation finished: 
   done
 fi
 
-uv run python docs/official/official_table.py "$run" --out "$out" "${readme[@]}"
+uv run python docs/official/official_table.py "$run" --out "$out" "${readme[@]}" "${seeds[@]}"
 lost=$out/lost_episodes.md; : > "$lost.tmp"
 for stage in sft ppo; do
   file=$run/eval/$stage-seed0.jsonl
