@@ -99,6 +99,9 @@ def test_the_readme_official_table_is_the_committed_run():
     assert f"{100 * sft:.1f}% of `valid_unseen`" in status, status
     ppo = results["rows"]["PPO seed 0 (T = 1)"]["eval/valid_unseen/success_rate"]
     assert f"{100 * ppo:.1f}% after PPO" in status, status
+    run5 = json.loads((REPO / "docs/official/run5-seed0/results.json").read_text())["rows"]   # the second run
+    sft5, ppo5 = (run5[f"{k} seed 0 (T = 1)"]["eval/valid_unseen/success_rate"] for k in ("SFT", "PPO"))
+    assert f"went from {100 * sft5:.1f} to {100 * ppo5:.1f}%" in status, status
 
 
 def test_the_readme_mini_figures_are_the_committed_run():
