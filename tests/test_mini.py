@@ -91,6 +91,13 @@ def test_seeds_in_worker_processes(tmp_path, capsys, monkeypatch):
         assert quarter.quarter_games(paths.ppo_run(r["seed"]) / "metrics.jsonl") == (played, played)
         for q in ("first", "last"):
             assert (r[q]["games"], r[q]["episodes"]) == (len(played), 2 * len(played)) and 0 <= r[q]["success_rate"] <= 1
+    monkeypatch.setattr(sys, "argv", ["quarter_games.py", str(tmp_path), "--episodes-per-game", "2", "--seeds", "1",
+                                      "--threads", "1"])   # one seed: read back from its folder, not rerun
+    quarter.main()
+    assert [l.split("|")[1].strip() for l in capsys.readouterr().out.splitlines() if l.startswith("| 1 |")] == ["1"]
+    monkeypatch.setattr(sys, "argv", ["quarter_games.py", str(tmp_path), "--seeds", "5"])
+    with pytest.raises(SystemExit) as e: quarter.main()
+    assert e.value.code == 2 and "--seeds must be seeds of the experiment (0, 1); got [5]" in capsys.readouterr().err
     mini.run_mini(s, tmp_path, progress=False, workers=2)         # the diagnostic added no stage either
     assert read_jsonl(paths.stages) == stages
 

@@ -67,11 +67,19 @@ def main():
     ap.add_argument("--episodes-per-game", type=int, default=4)
     ap.add_argument("--out", default=None, help="working directory (default: <experiment>/quarter_games)")
     ap.add_argument("--games", type=int, default=None, help="only the first N games of each quarter (a quick check)")
+    ap.add_argument("--seeds", type=int, nargs="+", default=None,
+                    help="only these of the experiment's seeds (default: all; e.g. those whose PPO has finished)")
+    ap.add_argument("--threads", type=int, default=None, help="torch threads per seed (default: the cores shared out)")
     args = ap.parse_args()
     exp = Path(args.experiment)
     seeds = json.loads((exp / "settings.json").read_text())["seeds"]
+    if args.seeds is not None:
+        if not args.seeds or set(args.seeds) - set(seeds):
+            ap.error(f"--seeds must be seeds of the experiment ({', '.join(map(str, seeds))}); got {args.seeds}")
+        seeds = sorted(set(args.seeds))
+    if args.threads is not None and args.threads < 1: ap.error(f"--threads must be >= 1 (got {args.threads})")
     out = Path(args.out or exp / "quarter_games")
-    threads = max(1, os.process_cpu_count() // len(seeds))
+    threads = args.threads or max(1, os.process_cpu_count() // len(seeds))
     with ProcessPoolExecutor(len(seeds), mp_context=multiprocessing.get_context("spawn")) as pool:
         jobs = [pool.submit(evaluate_seed, str(exp), str(out), seed, args.episodes_per_game, threads, args.games) for seed in seeds]
         results = [job.result() for job in jobs]
