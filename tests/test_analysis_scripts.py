@@ -273,9 +273,13 @@ def test_the_sft_saves_script_refuses_bad_input_before_writing(tmp_path):
     (run / "runs" / "sft-seed0").mkdir(parents=True)
     (run / "settings.json").write_text("{}")
     (run / "runs" / "sft-seed0" / "checkpoints.jsonl").write_text(json.dumps({"step": 50, "sampler_path": "x"}) + "\n")
+    bare = tmp_path / "bare"                                  # a run folder whose SFT has saved nothing
+    bare.mkdir()
+    (bare / "settings.json").write_text("{}")
     out = tmp_path / "out"
     for args, says in (([str(run), "--steps", "50"], "write each run as LABEL=RUN"),
                        ([f"a={tmp_path / 'nothing'}", "--steps", "50"], "holds no official run"),
+                       ([f"a={bare}", "--steps", "50"], "no SFT saves"),
                        ([f"a={run}", "--steps", "100"], "no SFT save at step(s) [100]; it has [50]"),
                        ([f"a={run}", "--steps", "50", "--episodes-per-game", "0"], "--episodes-per-game must be >= 1")):
         p = subprocess.run([*saves, *args, "--out", str(out)], capture_output=True, text=True)

@@ -16,13 +16,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 import paired_gain  # noqa: E402  (this folder's paired comparison)
+from sft_probe import summary_metrics  # noqa: E402  (an evaluation file's summary, None while it has none)
 
 
 def save_records(run: Path, seed: int = 0) -> dict[int, dict]:
-    "The SFT saves of a run by step (its `checkpoints.jsonl`)."
-    path = run / "runs" / f"sft-seed{seed}" / "checkpoints.jsonl"
-    if not path.is_file(): sys.exit(f"{run}: no SFT saves ({path} is missing)")
-    return {r["step"]: r for r in map(json.loads, path.read_text().splitlines())}
+    "The SFT saves of a run by step (its `checkpoints.jsonl`; none when it is missing)."
+    from alfworld_rl.core import read_jsonl
+    return {r["step"]: r for r in read_jsonl(run / "runs" / f"sft-seed{seed}" / "checkpoints.jsonl")}
 
 
 def run_settings(run: Path):
@@ -36,15 +36,12 @@ def run_settings(run: Path):
 def evaluate_save(run: Path, sampler_path: str, output: Path, episodes: int) -> dict:
     "Evaluate one SFT save on valid_seen with the run's settings into `output` (resumed when partial); its metrics."
     from alfworld_rl.mini.recipe import MiniPaths, eval_config
-    from alfworld_rl.runs.analysis import load_summary
     from alfworld_rl.runs.evaluate import evaluate
-    from alfworld_rl.core import UserError
-    try: return load_summary(output).metrics
-    except UserError: pass
+    done = summary_metrics(output)
+    if done is not None: return done
     c = eval_config(run_settings(run), MiniPaths(run), "unused", sampler_path, episodes=episodes)
-    c = dataclasses.replace(c, split="valid_seen", output=str(output), resume=output.exists())
-    evaluate(c, show_progress=True)
-    return load_summary(output).metrics
+    evaluate(dataclasses.replace(c, split="valid_seen", output=str(output), resume=output.exists()), show_progress=True)
+    return summary_metrics(output)
 
 
 def table(rows: list[dict]) -> str:
@@ -97,6 +94,7 @@ def main(argv=None) -> int:
         if not sep or not label or not path: ap.error(f"{item!r}: write each run as LABEL=RUN")
         if not (Path(path) / "settings.json").is_file(): ap.error(f"{item!r}: {path} holds no official run (settings.json)")
         saves = save_records(Path(path))
+        if not saves: ap.error(f"{item!r}: no SFT saves ({path}/runs/sft-seed0/checkpoints.jsonl)")
         missing = [s for s in a.steps if s not in saves]
         if missing: ap.error(f"{item!r}: no SFT save at step(s) {missing}; it has {sorted(saves)}")
         runs[label] = (Path(path), saves)
