@@ -61,7 +61,8 @@ FLAGS = {
             "--games-per-batch", "2", "--learning-rate", "1e-3", "--lora-rank", "8", "--save-every", "0",
             "--run-name", "s1", "--output-dir", "r", "--seed", "4", "--swanlab-mode", "offline",
             "--swanlab-project", "p", "--max-episode-steps", "12", "--max-trajectory-tokens", "4096",
-            "--no-include-admissible-actions", "--demos-per-game", "4", "--max-detours", "2", "--rename-objects", "--lr-decay-steps", "2", "--adam-beta1", "0.8",
+            "--no-include-admissible-actions", "--demos-per-game", "4", "--max-detours", "2", "--rename-objects", "--lr-decay-steps", "2", "--slip-rate", "0.1",
+            "--adam-beta1", "0.8",
             "--adam-beta2", "0.9", "--adam-eps", "1e-8", "--weight-decay", "0.1", "--grad-clip", "0.5",
             "--context", "window", "--history-length", "1", "--visited-places", "--engine", "fast"],
     "eval": ["--backend", "trio", "--base-model", "mini-base", "--resume", "--model-path", "trio://r/sampler_weights/w",
@@ -159,7 +160,7 @@ def test_saved_config_keys_are_unchanged():
            "games_per_batch", "learning_rate", "lora_rank", "save_every", "run_name", "output_dir", "seed", "swanlab_mode",
            "swanlab_project", "max_episode_steps", "max_trajectory_tokens", "include_admissible_actions", "demos_per_game",
            "max_detours", "rename_objects", "adam_beta1", "adam_beta2", "adam_eps", "weight_decay", "grad_clip", "context",
-           "history_length", "engine", "lr_decay_steps"}   # the last: added with the decaying SFT rate
+           "history_length", "engine", "lr_decay_steps", "slip_rate"}   # the last two: the decaying SFT rate, the slips
     ev = memory | reward | places | {"episodes_per_game"} | {"base_model", "model_path", "split", "concurrency", "temperature", "top_p", "seed", "max_episode_steps",
           "max_trajectory_tokens", "max_assistant_tokens", "include_admissible_actions", "limit_per_split", "data_root",
           "backend", "device", "dtype", "output", "overwrite_output", "resume", "run_name", "runs_dir", "swanlab_mode",

@@ -84,6 +84,24 @@ def test_the_searching_expert_wins_where_receptacles_share_a_spot(official_root)
     assert [(t.won, t.invalid_action_count) for t in batch.trajectories] == [(True, 0)] * 6
 
 
+def test_slipping_demonstrations_win_and_learn_only_the_experts_commands(official_root):
+    "With --slip-rate, demonstrations on official games still all win; each refused turn is a slip (a `take`), and SFT's rows leave them out."
+    from alfworld_rl.backends.local_models import load_tokenizer
+    from alfworld_rl.runs.sft import SFTConfig, expert_trajectories, sft_rows
+    games = discover_games(official_root, "train")[:24]
+    tok = load_tokenizer("mini-base")
+    config = lambda rate: SFTConfig(base_model="mini-base", demos_per_game=2, max_detours=2, slip_rate=rate, context="window",
+                                    engine="fast", max_episode_steps=50, max_trajectory_tokens=6000)
+    plain, slipping = (expert_trajectories(games, tok, config(rate), progress=False) for rate in (0.0, 0.3))
+    assert len(plain) == len(slipping) == 48
+    refused = [s for t in slipping for s in t.steps if not s.admissible]
+    assert refused and all(s.action.startswith("take ") and s.observation == "Nothing happens." for s in refused)
+    # the expert's own commands are the same with and without slips, and they are exactly what the rows teach
+    admitted = lambda ts: [[s.action for s in t.steps if s.admissible] for t in ts]
+    assert admitted(slipping) == admitted(plain)
+    assert [len(sft_rows(t)) for t in slipping] == [len(a) for a in admitted(slipping)]
+
+
 def test_reference_rows_on_a_few_official_games(official_root, tmp_path):
     r = subprocess.run([sys.executable, str(REPO / "docs" / "official" / "reference_rows.py"), "--data-root", official_root,
                         "--games", "3", "--no-bases", "--random-episodes", "2", "--out-dir", tmp_path],

@@ -61,6 +61,7 @@ MINI_SFT = {         # behaviour cloning on searching-expert demonstrations
     "demos_per_game": DEMONSTRATIONS["demos_per_game"].but(default=4),
     "max_detours": DEMONSTRATIONS["max_detours"].but(default=2),
     "rename_objects": DEMONSTRATIONS["rename_objects"].but(default=True),
+    "slip_rate": DEMONSTRATIONS["slip_rate"],
     "sft_steps": _count(60, "SFT steps"),
     "sft_games_per_batch": _count(4, "games per SFT step"),
     "sft_learning_rate": _lr(3e-3, "SFT"),
@@ -131,6 +132,7 @@ def validate_settings(s: MiniSettings) -> MiniSettings:
         raise bad("task_types", f"distinct names among {', '.join(TASK_TYPES)}, at least one")
     if s.min_receptacles > s.max_receptacles: raise bad("min_receptacles", f"<= max_receptacles ({s.max_receptacles})")
     if s.sft_lr_decay_steps > s.sft_steps: raise bad("sft_lr_decay_steps", f"<= sft_steps ({s.sft_steps})")
+    if s.slip_rate and s.context != "window": raise bad("slip_rate", "0 unless context is window (the slips are left out of its rows)")
     if s.max_assistant_tokens >= s.max_trajectory_tokens: raise bad("max_assistant_tokens", f"< max_trajectory_tokens ({s.max_trajectory_tokens})")
     return s
 
@@ -219,7 +221,7 @@ def sft_config(s: MiniSettings, paths: MiniPaths, seed: int):
                      save_every=s.sft_save_every, run_name=paths.sft_run(seed).name, output_dir=str(paths.runs), seed=seed,
                      swanlab_mode="disabled", max_episode_steps=s.max_episode_steps,
                      max_trajectory_tokens=s.max_trajectory_tokens, demos_per_game=s.demos_per_game,
-                     max_detours=s.max_detours, rename_objects=s.rename_objects, context=s.context,
+                     max_detours=s.max_detours, rename_objects=s.rename_objects, slip_rate=s.slip_rate, context=s.context,
                      history_length=s.history_length, visited_places=s.visited_places, engine=s.engine)
 
 def ppo_config(s: MiniSettings, paths: MiniPaths, seed: int, init_state: str | None = None):

@@ -11,8 +11,8 @@ from .rollout import ROLLOUT_CONTEXT
 # %% auto #0
 __all__ = ['WINDOW_STATUS', 'MALFORMED_KINDS', 'TASK_FILLER', 'TASK_VERBS', 'ScriptedPolicy', 'last_admissible',
            'load_walkthrough', 'ExpertPolicy', 'RandomAdmissiblePolicy', 'MalformedPolicy', 'MixedPolicy',
-           'first_admissible', 'SearchingExpertPolicy', 'task_words', 'task_word_score', 'TaskWordPolicy',
-           'ScoredPolicy']
+           'first_admissible', 'refused_streak', 'SearchingExpertPolicy', 'slip_command', 'RecoveringExpertPolicy',
+           'task_words', 'task_word_score', 'TaskWordPolicy', 'ScoredPolicy']
 
 # %% ../../nbs/rl/22_policies.ipynb #81d61440
 WINDOW_STATUS = "Status of your last action: "
@@ -171,6 +171,14 @@ def first_admissible(prompt_text: str) -> list[str]:
     head, sep, tail = prompt_text.partition("Admissible actions:\n")
     return last_admissible(sep + tail.split("\n\n", 1)[0] + "\n") if sep else []
 
+def refused_streak(text: str) -> int:
+    "How many commands in a row, up to the last status line of `text`, the game refused."
+    n = 0
+    for line in reversed(re.findall(r"^Status: .*$", text, flags=re.M)):
+        if not line.startswith(f"Status: {P.STATUS_NOT_ADMISSIBLE}"): break
+        n += 1
+    return n
+
 class SearchingExpertPolicy(ExpertPolicy):
     "Visits up to `max_detours` receptacles the walkthrough does not use (opening closed ones), then plays the walkthrough."
     def __init__(self, tokenizer, max_detours: int = 2, **kw):
@@ -191,7 +199,9 @@ class SearchingExpertPolicy(ExpertPolicy):
         "Replay the episode turn by turn: detours (opening closed ones), then the walkthrough, skipping a `go to` the game does not list."
         plan, last = detours + walk, None
         i, command = 0, "look"
-        for part in prompt_text.split("Observation:\n")[1:]:     # one part per turn: its observation, then its admissible commands
+        chunks = prompt_text.split("Observation:\n")
+        for before, part in zip(chunks, chunks[1:]):            # one part per turn: its observation, then its admissible commands
+            if refused_streak(before): continue                 # the game refused the last command: the state and the plan stand
             seen, admissible = part.split("\n\n", 1)[0].strip(), last_admissible(part)
             if last in detours and f"The {last} is closed" in seen: command, last = f"open {last}", None
             else:
@@ -210,6 +220,45 @@ class SearchingExpertPolicy(ExpertPolicy):
         if game.id not in self._walks: self._walks[game.id] = load_walkthrough(game)
         walk = self._walks[game.id]
         return P.format_tool_call(self.next_command(self.detours(game, branch, walk, prompt_text), walk, prompt_text), self.style)
+
+# %% ../../nbs/rl/22_policies.ipynb #6a0e1b69
+def slip_command(walk: list[str], prompt_text: str, rng: random.Random) -> str | None:
+    "A `take` of the task's object that the game refuses: where the agent last arrived (or a listed place), under a number not listed."
+    taken = [a.split()[1] for a in walk if a.startswith("take ")]
+    listed = last_admissible(prompt_text)
+    arrived = re.findall(r"You arrive at (.+?)\.", prompt_text)
+    places = arrived[-1:] or [a[len("go to "):] for a in listed if a.startswith("go to ")]
+    if not taken or not places: return None
+    place = rng.choice(places)
+    for n in rng.sample(range(1, 10), 9):
+        command = f"take {taken[0]} {n} from {place}"
+        if command not in listed: return command
+    return None
+
+class RecoveringExpertPolicy(SearchingExpertPolicy):
+    "The searching expert that, at a turn drawn with probability `slip_rate`, first asks 1 to `max_slips` times for an object not there."
+    def __init__(self, tokenizer, max_detours: int = 2, slip_rate: float = 0.1, max_slips: int = 3, **kw):
+        super().__init__(tokenizer, max_detours, **kw)
+        if not (isinstance(slip_rate, (int, float)) and 0 <= slip_rate < 1): raise ValueError(f"slip_rate must be in [0, 1), got {slip_rate!r}")
+        if not isinstance(max_slips, int) or max_slips < 1: raise ValueError(f"max_slips must be an integer >= 1, got {max_slips!r}")
+        self.slip_rate, self.max_slips = slip_rate, max_slips
+
+    def slips_at(self, game, branch, turn: int) -> int:
+        "How many slips begin at turn `turn` of branch `branch` of `game` (0 for most turns; seeded by all three)."
+        rng = random.Random(f"{game.id}|{branch}|{turn}|slip")
+        return rng.randint(1, self.max_slips) if rng.random() < self.slip_rate else 0
+
+    def reply(self, prompt_text, context, rng):
+        if context is None: raise RuntimeError("RecoveringExpertPolicy needs rollout.ROLLOUT_CONTEXT (use it through the rollout engine)")
+        game, branch, turn = context[0], context[1], context[2]
+        if game.id not in self._walks: self._walks[game.id] = load_walkthrough(game)
+        streak = refused_streak(prompt_text)                   # slips already made in a row
+        start = turn - streak                                  # the turn the slips began at (this one when there are none)
+        if streak < self.slips_at(game, branch, start):
+            command = slip_command(self._walks[game.id], prompt_text, random.Random(f"{game.id}|{branch}|{start}|take"))
+            if command is not None: return P.format_tool_call(command, self.style)
+        return super().reply(prompt_text, context, rng)
+
 
 # %% ../../nbs/rl/22_policies.ipynb #9a2ac806
 TASK_FILLER = frozenset("your task is to put some a an in on the and it with then them two".split())

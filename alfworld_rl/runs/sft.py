@@ -12,7 +12,7 @@ from types import SimpleNamespace
 from ..core import UserError, seed_everything
 from ..rl.loop import utc_now
 from .train import RunLifecycle
-from ..settings import (Setting, configuration, pick, integer, flag, check_settings, add_arguments, given,
+from ..settings import (Setting, configuration, pick, integer, number, flag, check_settings, add_arguments, given,
                                   MODEL, DATA, SCHEDULE, ROLLOUT, OPTIMIZER, LOGGING, RUN_DIR)
 
 # %% auto #0
@@ -29,6 +29,9 @@ DEMONSTRATIONS = {
     "rename_objects": Setting(bool, False, "permute the one-token object names afresh in every demonstration row at every "
                               "step (prompt and reply alike, after the prefix all rows share), so cloning teaches copying "
                               "names rather than memorising them"),
+    "slip_rate": Setting(float, 0.0, "share of turns at which a demonstration first asks, 1-3 times, for the task's object "
+                         "where the room lists none, then recovers; the refused turns are not learned (0: no slips; "
+                         "window context only)", number("in [0, 1)", lambda v: 0 <= v < 1)),
 }
 SFT_SCHEDULE = {
     "lr_decay_steps": Setting(int, 0, "the last N steps lower the learning rate linearly towards 0 (0: constant; "
@@ -66,6 +69,9 @@ def validate_sft_config(c: SFTConfig) -> SFTConfig:
     check_settings(c)
     if c.lr_decay_steps > c.max_steps:
         raise UserError(f"--lr-decay-steps must be at most --max-steps ({c.max_steps}); got {c.lr_decay_steps}", status=2)
+    if c.slip_rate and c.context != "window":
+        raise UserError(f"--slip-rate needs --context window (its refused turns are left out of the rows); got --context {c.context}",
+                        status=2)
     return c
 
 def sft_learning_rate(c: SFTConfig, step: int) -> float:
@@ -101,11 +107,12 @@ def demonstrable_games(games: list, where: str) -> list:
 def expert_trajectories(games: list, tokenizer, c: SFTConfig, progress: bool = True, games_flag: str | None = None) -> list:
     "The won expert demonstrations of `games` (`demos_per_game` each, in game order), replayed through the real protocol and engine."
     from tqdm.auto import tqdm
-    from alfworld_rl.rl.policies import ExpertPolicy, SearchingExpertPolicy
+    from alfworld_rl.rl.policies import ExpertPolicy, RecoveringExpertPolicy, SearchingExpertPolicy
     from alfworld_rl.rl.rollout import run_rollout
     where = games_flag or f"--train-split {c.train_split}"      # the flag that chose the games, in the caller's words
     games = demonstrable_games(games, where)                    # a game without a walkthrough: listed, not replayed
-    expert = SearchingExpertPolicy(tokenizer, c.max_detours) if c.max_detours else ExpertPolicy(tokenizer)
+    if c.slip_rate: expert = RecoveringExpertPolicy(tokenizer, c.max_detours, c.slip_rate)
+    else: expert = SearchingExpertPolicy(tokenizer, c.max_detours) if c.max_detours else ExpertPolicy(tokenizer)
     bar = tqdm(total=len(games) * c.demos_per_game, desc="expert demonstrations", unit="demo", disable=not progress)
     def tick(done, total): bar.update(done - bar.n)
     try: batch = run_rollout(expert, tokenizer, games, expert_rollout_config(c), progress=tick)
@@ -130,10 +137,11 @@ def sft_datum(traj):
                         loss_fn_inputs={"target_tokens": np.asarray(tokens[1:], dtype=np.int64), "weights": weights})
 
 def sft_rows(traj) -> list[tuple[list[int], list[int]]]:
-    "The (tokens, assistant mask) rows of one demonstration: the conversation (full context) or one per turn (window)."
+    "The (tokens, assistant mask) rows of one demonstration: the conversation (full context) or one per admitted turn (window)."
     if getattr(traj, "context", "full") != "window": return [(list(traj.tokens), list(traj.assistant_mask))]
     rows = []
     for s in traj.steps:
+        if not s.admissible: continue                       # a slip (--slip-rate): seen in later prompts, never imitated
         prompt, reply = list(s.prompt_tokens), list(s.completion_tokens)
         rows.append((prompt + reply, [False] * len(prompt) + [True] * len(reply)))
     return rows
