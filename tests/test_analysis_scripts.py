@@ -226,6 +226,16 @@ def test_lost_episodes_names_the_verb_of_every_step():
                                                 "clean / heat / cool", "use", "other", "other"]
 
 
+def test_lost_episodes_counts_refusal_streaks():
+    lost = _script("official/lost_episodes")
+    ok, no = _step("go to desk 1", True), _step("take pen 3 from desk 1", False)
+    assert lost.refusal_streaks({"steps": [ok, no, no, no, ok, no, no]}) == (5, 3, 3, 2)   # 5 refused, 3 right after one
+    assert lost.refusal_streaks({"steps": [ok, ok]}) == (0, 0, 0, 0)
+    lines = lost.streak_lines({"won": [(0, 0, 0, 0)], "lost": [(12, 11, 12, 12), (5, 3, 3, 2)]})
+    assert "14 of 17 refused commands (82.4%)" in lines[0]
+    assert lines[-1] == "| lost | 2 | 2 (100%) | 1 (50%) | 1 (50%) |" and lines[-2] == "| won | 1 | 0 (0%) | 0 (0%) | 0 (0%) |"
+
+
 def test_the_readme_and_the_ablation_page_quote_the_tables_differences():
     ablation = _script("ablation/ablation")
     recipes = ablation.recipe_rows()

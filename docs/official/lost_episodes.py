@@ -33,6 +33,10 @@ then splits the first kind by what was at the place: the task's object with none
 object with another one of its kind in sight (a wrong number), or some other object. Then what the agent tried, all
 episodes: the share of steps spent on each verb (`go to`, `take`, `open`, ...), and the
 share of steps on which that verb was admitted.
+
+`--streaks` adds how refusals follow one another: the share of refused commands that come right after another refused
+command, and how many episodes (won and lost apart) hold a streak of at least 3 / 10 refused commands in a row, or end
+in one of at least 5. A policy that cannot leave the state a refusal left it in spends its episode there.
 """
 import argparse, json, re, sys
 from collections import Counter, defaultdict
@@ -145,15 +149,39 @@ def verb_of(s: dict) -> str:
     return "other"
 
 
+def refusal_streaks(r: dict) -> tuple[int, int, int, int]:
+    "An episode's refused commands, those right after another refused one, its longest streak and the streak it ends in."
+    refused = after = longest = run = 0
+    for st in r["steps"]:
+        if st.get("admissible"): run = 0; continue
+        refused += 1; after += run > 0; run += 1; longest = max(longest, run)
+    return refused, after, longest, run
+
+
+def streak_lines(streaks: dict) -> list[str]:
+    "The `--streaks` table: per outcome, episodes with long refusal streaks (from `refusal_streaks` tuples)."
+    every = [x for xs in streaks.values() for x in xs]
+    refused, after = sum(x[0] for x in every), sum(x[1] for x in every)
+    lines = [f"\nRefusal streaks: {after} of {refused} refused commands ({100 * after / max(1, refused):.1f}%) came right "
+             "after another refused command\n", "| episodes | count | a streak >= 3 | a streak >= 10 | end in a streak >= 5 |",
+             "|---|---|---|---|---|"]
+    for outcome in ("won", "lost"):
+        xs = streaks[outcome]
+        pct = lambda k: f"{sum(k(x) for x in xs)} ({100 * sum(k(x) for x in xs) / max(1, len(xs)):.0f}%)"
+        lines.append(f"| {outcome} | {len(xs)} | {pct(lambda x: x[2] >= 3)} | {pct(lambda x: x[2] >= 10)} | {pct(lambda x: x[3] >= 5)} |")
+    return lines
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("files", nargs="+", help="evaluation JSONL files")
     ap.add_argument("--split", default=None, help="keep one split (valid_seen or valid_unseen)")
     ap.add_argument("--commands", action="store_true", help="also break the refused commands down by kind")
+    ap.add_argument("--streaks", action="store_true", help="also count refusals that follow refusals, and long streaks of them")
     a = ap.parse_args(argv)
     per_type, won, n, refused = defaultdict(Counter), Counter(), Counter(), Counter()
     tried, admitted, missing = Counter(), Counter(), Counter()
-    all_steps = 0
+    all_steps, streaks = 0, {"won": [], "lost": []}
     back = gotos = loops = steps = lost = 0
     for f in a.files:
         for line in Path(f).read_text().splitlines():
@@ -162,6 +190,7 @@ def main(argv=None) -> int:
             t = r["task_type"]; n[t] += 1
             refused.update(refused_kinds(r)); all_steps += len(r["steps"])
             if a.commands: missing.update(missing_takes(r, task_targets(r["game_file"])[0]))
+            streaks["won" if r["won"] else "lost"].append(refusal_streaks(r))
             for st in r["steps"]:
                 verb = verb_of(st); tried[verb] += 1; admitted[verb] += bool(st.get("admissible"))
             if r["won"]: won[t] += 1; continue
@@ -193,6 +222,7 @@ def main(argv=None) -> int:
         print("\nWhat it tried, all episodes (% of steps)\n\n| verb | tried | admitted |\n|---|---|---|")
         for verb in VERBS:
             print(f"| {verb} | {100 * tried[verb] / max(1, all_steps):.1f} | {100 * admitted[verb] / max(1, all_steps):.1f} |")
+    if a.streaks: print("\n".join(streak_lines(streaks)))
     return 0
 
 
