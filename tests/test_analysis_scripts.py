@@ -236,6 +236,20 @@ def test_lost_episodes_counts_refusal_streaks():
     assert lines[-1] == "| lost | 2 | 2 (100%) | 1 (50%) | 1 (50%) |" and lines[-2] == "| won | 1 | 0 (0%) | 0 (0%) | 0 (0%) |"
 
 
+def test_the_sft_probe_tables_refusal_streaks_of_valid_seen_only(tmp_path):
+    probe = _script("official/sft_probe")
+    ok, no = _step("go to desk 1", True), _step("take pen 3 from desk 1", False)
+    episodes = [{"type": "trajectory", "split": "valid_seen", "won": False, "steps": [ok] + [no] * 10},
+                {"type": "trajectory", "split": "valid_seen", "won": True, "steps": [ok, no, ok]},
+                {"type": "trajectory", "split": "valid_unseen", "won": False, "steps": [no] * 30},
+                {"type": "summary"}]
+    path = tmp_path / "eval.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in episodes))
+    table = probe.streak_table({"a": path}).splitlines()
+    assert table[2:] == ["| refused right after a refused command (%) | 81.8 |",       # 9 of 11, valid_unseen left out
+                         "| lost episodes with a streak >= 10 (%) | 100.0 |", "| lost episodes ending in a streak >= 5 (%) | 100.0 |"]
+
+
 def test_the_readme_and_the_ablation_page_quote_the_tables_differences():
     ablation = _script("ablation/ablation")
     recipes = ablation.recipe_rows()

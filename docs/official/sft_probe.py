@@ -6,8 +6,9 @@ Reads the run's `settings.json` and its copied games (`<run>/data`), applies eac
 and runs seed 0's demonstrations and SFT under `--out`, then evaluates the final SFT checkpoint on valid_seen only, with
 the run's evaluation settings (temperature, episodes per game, 50 steps). Settings are chosen on training-distribution
 games, so this script has no way to evaluate valid_unseen. It prints the probe's valid_seen success (+- SE over games)
-and admissible rate beside the run's own SFT on the same games, and the refused commands of both by kind
-(`lost_episodes.py --commands`). Stage times go to `<out>/stages.jsonl`; an interrupted probe resumes.
+and admissible rate beside the run's own SFT on the same games, the refused commands of both by kind
+(`lost_episodes.py --commands`) and how their refusals follow one another (`lost_episodes.py --streaks`). Stage times
+go to `<out>/stages.jsonl`; an interrupted probe resumes.
 
 `--continue` starts the probe's SFT from the run's own SFT run (copied under `--out`) when the only changes are the
 number of steps and the learning-rate decay (`--set sft_steps=N`, `--set sft_lr_decay_steps=D`): the batches are one
@@ -45,6 +46,22 @@ def refused_table(files: dict) -> str:
         lines.append(f"| {kind} | " + " | ".join(f"{100 * counts[k][kind] / steps[k]:.1f}" for k in files) + " |")
     lines.append("| all refused | " + " | ".join(f"{100 * sum(counts[k].values()) / steps[k]:.1f}" for k in files) + " |")
     return "\n".join(lines)
+
+
+def streak_table(files: dict) -> str:
+    "How refusals follow refusals on valid_seen (`lost_episodes.py --streaks`), one column per labelled evaluation file."
+    rows = {"refused right after a refused command (%)": [], "lost episodes with a streak >= 10 (%)": [],
+            "lost episodes ending in a streak >= 5 (%)": []}
+    for path in files.values():
+        episodes = [json.loads(line) for line in Path(path).read_text().splitlines()]
+        xs = [(r["won"], lost_episodes.refusal_streaks(r)) for r in episodes
+              if r.get("type") == "trajectory" and r["split"] == "valid_seen"]
+        lost = [x for won, x in xs if not won]
+        values = (100 * sum(x[1] for _, x in xs) / max(1, sum(x[0] for _, x in xs)),
+                  100 * sum(x[2] >= 10 for x in lost) / max(1, len(lost)), 100 * sum(x[3] >= 5 for x in lost) / max(1, len(lost)))
+        for row, v in zip(rows.values(), values): row.append(f"{v:.1f}")
+    lines = ["| refusal streaks | " + " | ".join(files) + " |", "|---" * (1 + len(files)) + "|"]
+    return "\n".join(lines + [f"| {name} | " + " | ".join(vs) + " |" for name, vs in rows.items()])
 
 
 def main(argv=None) -> int:
@@ -106,7 +123,9 @@ def main(argv=None) -> int:
         print(f"{label}: valid_seen {100 * m['eval/valid_seen/success_rate']:.1f} +- "
               f"{100 * m.get('eval/valid_seen/success_rate_se', 0):.1f}% won, admissible "
               f"{100 * m.get('eval/valid_seen/admissible_action_rate', m.get('eval/all/admissible_action_rate', 0)):.1f}%")
-    print(refused_table({k: v for k, v in files.items() if Path(v).is_file()}))
+    present = {k: v for k, v in files.items() if Path(v).is_file()}
+    print(refused_table(present))
+    print(streak_table(present))
     return 0
 
 
