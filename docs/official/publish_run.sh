@@ -4,8 +4,8 @@
 #     bash docs/official/publish_run.sh runs/official docs/official/run4-seed0 [--readme] [--ship] [--seeds=0,1]
 #
 # Writes OUT/table.md, results.json, success.png, rollout.png (docs/official/official_table.py) and OUT/lost_episodes.md
-# (docs/official/lost_episodes.py --commands, SFT and PPO of seed 0 at T = 1, one section per split). --readme also
-# rewrites the README's official table; --ship copies seed 0's final SFT and PPO sampler weights (the portable
+# (docs/official/lost_episodes.py --commands --streaks, SFT and PPO of seed 0 at T = 1, one section per split).
+# --readme also rewrites the README's official table; --ship copies seed 0's final SFT and PPO sampler weights (the portable
 # adapter_config.json, adapter_model.safetensors and sampler.json) into models/official-{sft,ppo}-seed0.
 set -euo pipefail
 if [ $# -lt 2 ]; then echo "usage: publish_run.sh RUN OUT [--readme] [--ship]" >&2; exit 2; fi
@@ -34,7 +34,7 @@ for stage in sft ppo; do
   finished $stage || { echo "skipping $file (not finished)"; continue; }
   for split in valid_seen valid_unseen; do
     { echo "## ${stage^^} seed 0, $split ($file)"; echo
-      uv run python docs/official/lost_episodes.py "$file" --split "$split" --commands; echo; } >> "$lost.tmp"
+      uv run python docs/official/lost_episodes.py "$file" --split "$split" --commands --streaks; echo; } >> "$lost.tmp"
   done
 done
 mv "$lost.tmp" "$lost"
