@@ -5,8 +5,8 @@
 #
 # Writes OUT/table.md, results.json, success.png, rollout.png (docs/official/official_table.py) and OUT/lost_episodes.md
 # (docs/official/lost_episodes.py --commands --streaks, SFT and PPO of seed 0 at T = 1, one section per split).
-# --readme also rewrites the README's official table; --ship copies seed 0's final SFT and PPO sampler weights (the portable
-# adapter_config.json, adapter_model.safetensors and sampler.json) into models/official-{sft,ppo}-seed0.
+# --readme also rewrites the README's official table; --ship copies seed 0's final SFT and PPO sampler weights (the
+# portable adapter_config.json, adapter_model.safetensors and sampler.json) into models/official-{sft,ppo}-seed0.
 set -euo pipefail
 if [ $# -lt 2 ]; then echo "usage: publish_run.sh RUN OUT [--readme] [--ship]" >&2; exit 2; fi
 run=$1; out=$2; shift 2
