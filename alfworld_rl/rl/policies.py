@@ -221,7 +221,7 @@ class SearchingExpertPolicy(ExpertPolicy):
         walk = self._walks[game.id]
         return P.format_tool_call(self.next_command(self.detours(game, branch, walk, prompt_text), walk, prompt_text), self.style)
 
-# %% ../../nbs/rl/22_policies.ipynb #6a0e1b69
+# %% ../../nbs/rl/22_policies.ipynb #a85706ca
 def slip_command(walk: list[str], prompt_text: str, rng: random.Random) -> str | None:
     "A `take` of the task's object that the game refuses: where the agent last arrived (or a listed place), under a number not listed."
     taken = [a.split()[1] for a in walk if a.startswith("take ")]
