@@ -201,14 +201,21 @@ def test_solvable_values_and_symlinked_folders_follow_alfworld(small_data_root, 
 
 # ---- 3. an output that vanishes mid-run is not recreated silently --------------------------------------------
 
-def test_eval_whose_output_vanishes_reports_nothing_saved(small_data_root, tmp_path):
+def vanish(folder, tmp_path):
+    "Take `folder` away from under a running process at once: a rename is atomic, where `rmtree` races the writer."
     import shutil
+    gone = tmp_path / f"gone-{folder.name}"
+    folder.rename(gone)
+    shutil.rmtree(gone, ignore_errors=True)
+
+
+def test_eval_whose_output_vanishes_reports_nothing_saved(small_data_root, tmp_path):
     out = tmp_path / "e" / "eval.jsonl"
     proc = start("eval", "--backend", "local", "--base-model", "tiny-qwen3", "--max-episode-steps", "6",
                  "--max-assistant-tokens", "16", "--max-trajectory-tokens", "4096", "--games-per-batch", "1",
                  "--episodes-per-game", "2", "--no-report", "--data-root", small_data_root, "--output", out, cwd=tmp_path)
     wait_for(lambda: out.exists() and len(read_jsonl(out)) >= 2, proc, what="two records")
-    shutil.rmtree(tmp_path / "e")
+    vanish(tmp_path / "e", tmp_path)
     _, err = proc.communicate(timeout=600)
     lines = [l for l in err.splitlines() if l.strip() and "it/s" not in l and "game/s" not in l]
     assert proc.returncode == 1, err[-2000:]
@@ -217,12 +224,11 @@ def test_eval_whose_output_vanishes_reports_nothing_saved(small_data_root, tmp_p
 
 
 def test_train_whose_run_directory_vanishes_stops(small_data_root, tmp_path):
-    import shutil
     runs = tmp_path / "runs"
     proc = start("train", *TINY_TRAIN, "--max-steps", "40", "--data-root", small_data_root, "--output-dir", runs,
                  "--run-name", "r", cwd=tmp_path)
     wait_for(lambda: len(read_jsonl(runs / "r" / "metrics.jsonl")) >= 1, proc, what="the first update")
-    shutil.rmtree(runs / "r")
+    vanish(runs / "r", tmp_path)
     _, err = proc.communicate(timeout=600)
     assert proc.returncode == 1, err[-2000:]
     assert "lost its config.json during the run" in [l for l in err.splitlines() if l.strip()][-1], err[-2000:]
