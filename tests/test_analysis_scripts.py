@@ -206,6 +206,22 @@ def test_ppo_signal_splits_the_trainers_advantages_into_the_wins_and_the_penalty
     assert all(w == 0 for ws in parts["win"] for w in ws) and any(p != 0 for ps in parts["penalty"] for p in ps)
 
 
+
+def test_ppo_signal_sums_the_advantages_of_refused_commands_apart():
+    from types import SimpleNamespace
+    from alfworld_rl.rl.ppo import assign_advantages
+    signal = _script("official/ppo_signal")
+    game = SimpleNamespace(id="g")
+    group = [_trajectory(game, 0, [("a", False), ("b", True)], won_at=1, penalty=0.0),   # won, one refused command
+             _trajectory(game, 1, [("a", True), ("c", False)], penalty=0.0)]             # lost, one refused command
+    assign_advantages(group, "grpo", "mean", 0.95, 1.0, "all")                           # +0.5 and -0.5 on every step
+    kinds = signal.by_admission([group])
+    assert kinds["refused"] == {"turns": 2, "net": 0.0, "positive": 0.5, "negative": -0.5, "in_won": 1}
+    assert kinds["admitted"] == {"turns": 2, "net": 0.0, "positive": 0.5, "negative": -0.5, "in_won": 1}
+    won_refuses = [_trajectory(game, 0, [("a", False), ("a", False), ("b", True)], won_at=2, penalty=0.0), group[1]]
+    assign_advantages(won_refuses, "grpo", "mean", 0.95, 1.0, "all")
+    assert signal.by_admission([won_refuses])["refused"]["net"] == pytest.approx(0.5)  # two pushed up, one down
+
 def test_ablation_pairs_seeds_only_when_they_start_from_the_recipes_sft():
     ablation = _script("ablation/ablation")
     def row(sft, ppo): return {"seeds": {str(i): {"sft": {s: a for s in ablation.SPLITS}, "ppo": {s: b for s in ablation.SPLITS}}
@@ -309,3 +325,19 @@ def test_the_sft_saves_script_refuses_bad_input_before_writing(tmp_path):
         p = subprocess.run([*saves, *args, "--out", str(out)], capture_output=True, text=True)
         assert p.returncode == 2 and says in p.stderr, p.stderr
         assert not out.exists()
+
+
+def test_the_readme_table_names_each_seeds_rows_when_a_run_has_several():
+    table = _script("official/official_table")
+    m = {"eval/valid_seen/success_rate": 0.1, "eval/valid_seen/success_rate_se": 0.02,
+         "eval/valid_unseen/success_rate": 0.05, "eval/valid_unseen/success_rate_se": 0.01}
+    rows = {"base (T = 1, once)": m, "SFT seed 0 (T = 1)": m, "SFT seed 1 (T = 1)": m, "PPO seed 1 (T = 0.01)": m,
+            "PPO seed 0 (T = 1)": None}                                           # not finished: left out
+    settings = {"base_model": "official-base-4layers", "episodes_per_game": 2}
+    two = table.readme_table(rows, {**settings, "seeds": [0, 1]}).splitlines()
+    assert "| this repository: base | 0.97M, `official-base-4layers` | T = 1, once | 10.0 +- 2.0 | 5.0 +- 1.0 |" in two
+    assert "| this repository: SFT | 0.97M, `official-base-4layers` | T = 1, 2 per game, seed 1 | 10.0 +- 2.0 | 5.0 +- 1.0 |" in two
+    assert any("| this repository: SFT + PPO |" in l and "| T = 0.01, once, seed 1 |" in l for l in two)
+    assert not any("PPO" in l and "T = 1, 2 per game" in l for l in two)
+    one = table.readme_table({"SFT seed 0 (T = 1)": m}, {**settings, "seeds": [0]})
+    assert "| T = 1, 2 per game | 10.0 +- 2.0 |" in one and "seed 0" not in one   # one seed: as before

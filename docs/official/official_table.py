@@ -150,6 +150,7 @@ def readme_table(rows: dict, settings: dict) -> str:
         if m is None: continue
         stage, _, rest = label.partition(" ")
         how = "T = 0.01, once" if "0.01" in label else ("T = 1, once" if stage == "base" else f"T = 1, {k} per game")
+        if stage != "base" and len(settings.get("seeds", [0])) > 1: how += f", {rest.split(' (')[0]}"   # which seed's row
         name = {"base": "this repository: base", "SFT": "this repository: SFT", "PPO": "this repository: SFT + PPO"}[stage]
         lines.append(f"| {name} | 0.97M, `{settings['base_model']}` | {how} | {pm(m, 'valid_seen')} | {pm(m, 'valid_unseen')} |")
     lines += [f"| {a} | {b} | {c} | {d} | {e} |" for a, b, c, d, e in FIELD]

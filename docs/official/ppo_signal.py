@@ -10,7 +10,9 @@ penalty's part and computes the run's advantage rule (GiGPO or GRPO, its gamma, 
 part alone. With the mean-centred rule (`advantage_norm mean`) the advantage is linear in the rewards, so the two
 parts add up to the advantage PPO trained on (`assign_advantages`, the trainer's own rule; the script checks it), and the policy gradient, linear in the
 advantages, splits the same way. Printed: how many groups hold a win (only those carry any win signal), and the share
-of the advantage mass, sum over turns of |A| and of A^2, that each part carries. Writes `--out` (JSON) when given.
+of the advantage mass, sum over turns of |A| and of A^2, that each part carries; and the advantages summed over the
+refused commands apart from the admitted ones (a positive sum on refused commands pushes the policy towards commands
+that change nothing). Writes `--out` (JSON) when given.
 """
 import argparse, json, math, sys
 from pathlib import Path
@@ -42,6 +44,19 @@ def trained_advantages(trajs) -> list[list[float]]:
     "The per-step advantages `assign_advantages` set on a group's scored branches (what PPO trained on)."
     return [t.step_advantages if t.step_advantages is not None else [t.advantage] * len(t.steps)
             for t in trajs if t.stop_reason != "env_error"]
+
+
+def by_admission(groups) -> dict[str, dict[str, float]]:
+    "The trained advantages summed over admitted and over refused commands: turns, net sum, positive and negative parts."
+    out = {k: {"turns": 0, "net": 0.0, "positive": 0.0, "negative": 0.0, "in_won": 0} for k in ("admitted", "refused")}
+    for trajs in groups:
+        scored = [t for t in trajs if t.stop_reason != "env_error"]
+        for traj, advs in zip(scored, trained_advantages(trajs)):
+            for step, a in zip(traj.steps, advs):
+                o = out["admitted" if step.admissible else "refused"]
+                o["turns"] += 1; o["net"] += a; o["in_won"] += traj.won
+                o["positive" if a > 0 else "negative"] += a
+    return out
 
 
 def main(argv=None) -> int:
@@ -106,6 +121,13 @@ def main(argv=None) -> int:
     print(f"turns whose advantage has a win part: {turns_win} of {turns} ({100 * turns_win / turns:.1f}%)")
     print(f"share of the advantage carried by the win: {100 * res['win_share_l1']:.1f}% of sum |A|, "
           f"{100 * res['win_share_l2']:.1f}% of sum A^2; the penalty: the rest")
+    res["by_admission"] = kinds = by_admission(groups)
+    positive = sum(k["positive"] for k in kinds.values())
+    for name, k in kinds.items():
+        print(f"{name} commands: {k['turns']} turns ({k['in_won']} in won episodes), advantage summed {k['net']:+.2f} "
+              f"({k['net'] / max(k['turns'], 1):+.3f} per turn) "
+              f"(positive {k['positive']:.2f} = {100 * k['positive'] / positive if positive else 0:.1f}% of all positive, "
+              f"negative {k['negative']:.2f})")
     if a.out:
         Path(a.out).parent.mkdir(parents=True, exist_ok=True)
         Path(a.out).write_text(json.dumps(res, indent=1) + "\n")
