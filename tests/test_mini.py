@@ -187,8 +187,19 @@ def test_evaluations_beside_the_training(tmp_path):
 
 def test_other_settings_in_the_same_directory_are_refused(tmp_path):
     (tmp_path / "settings.json").write_text(json.dumps({**json.loads(json.dumps(mini.asdict(mini.SMOKE))), "train_games": 99}))
-    with pytest.raises(UserError, match="other settings"):
+    with pytest.raises(UserError, match=r"other settings: train_games=99 \(now 6\) .*--set KEY=VALUE"):
         mini.run_mini(mini.SMOKE, tmp_path, progress=False)
+    assert json.loads((tmp_path / "settings.json").read_text())["train_games"] == 99        # the file is left as it was
+
+
+def test_an_official_run_from_before_the_slips_is_told_how_to_resume(tmp_path):
+    "Runs 1-5 had no slipping demonstrations; the preset has them now, and resuming one names the setting to give."
+    before = {**json.loads(json.dumps(mini.asdict(mini.OFFICIAL))), "slip_rate": 0.0, "removed_setting": 1}
+    (tmp_path / "settings.json").write_text(json.dumps(before))
+    with pytest.raises(UserError) as e:
+        mini.run_mini(mini.OFFICIAL, tmp_path, progress=False)
+    assert "slip_rate=0.0 (now 0.2)" in str(e.value) and "removed_setting=1 (now no such setting)" in str(e.value)
+    assert e.value.status == 2 and json.loads((tmp_path / "settings.json").read_text()) == before
 
 
 @pytest.mark.slow
