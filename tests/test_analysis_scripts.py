@@ -1,6 +1,7 @@
 """The analysis scripts under docs/: the refused-command breakdown of lost_episodes.py, the flag checks of the SFT probe
 and of the publishing script, the ablation table, which must be what its script makes of the committed rows, and
 ppo_signal's split of the advantages."""
+import dataclasses
 import importlib.util
 import json
 import subprocess
@@ -341,3 +342,19 @@ def test_the_readme_table_names_each_seeds_rows_when_a_run_has_several():
     assert not any("PPO" in l and "T = 1, 2 per game" in l for l in two)
     one = table.readme_table({"SFT seed 0 (T = 1)": m}, {**settings, "seeds": [0]})
     assert "| T = 1, 2 per game | 10.0 +- 2.0 |" in one and "seed 0" not in one   # one seed: as before
+
+
+def test_a_ppo_probe_may_set_a_setting_newer_than_the_run_and_refuses_bad_ones(tmp_path):
+    step = _script("diagnostics/ppo_step")
+    saved = {"ppo_learning_rate": 5e-4, "step_return": "all", "seeds": [0]}      # a run saved before refused_credit
+    probe = step.probe_settings(saved, {"refused_credit": "negative", "ppo_learning_rate": "1e-3"})
+    assert probe["refused_credit"] == "negative" and probe["ppo_learning_rate"] == 1e-3 and saved["ppo_learning_rate"] == 5e-4
+    with pytest.raises(SystemExit, match="--set sft_steps: not one of"):
+        step.probe_settings(saved, {"sft_steps": "3"})
+    src = tmp_path / "run"; src.mkdir()
+    from alfworld_rl.mini.recipe import OFFICIAL
+    (src / "settings.json").write_text(json.dumps({k: v for k, v in json.loads(json.dumps(dataclasses.asdict(OFFICIAL))).items()
+                                                   if k != "refused_credit"}))
+    with pytest.raises(SystemExit, match="refused_credit must be one of all, negative"):
+        step.run(src, tmp_path / "out", {"refused_credit": "sometimes"})
+    assert not (tmp_path / "out").exists()

@@ -55,7 +55,8 @@ FLAGS = {
               "--prefill-price-per-m", "0.1", "--sample-price-per-m", "0.2", "--train-price-per-m", "0.3",
               "--init-state", "s", "--context", "window", "--history-length", "3", "--visited-places", "--advantage", "gigpo",
               "--advantage-norm", "mean_std", "--gamma", "0.9", "--step-advantage-weight", "0.5", "--engine", "fast",
-              "--win-reward", "10", "--invalid-penalty", "0.01", "--step-return", "all"],
+              "--win-reward", "10", "--invalid-penalty", "0.01", "--step-return", "all",
+              "--refused-credit", "negative"],
     "sft": ["--backend", "trio", "--base-model", "mini-base", "--device", "cpu", "--sampler-device", "cuda:1", "--dtype", "float32", "--prefix-cache-gb", "0.5", "--gradient-checkpointing", "off",
             "--data-root", "d", "--train-split", "valid_seen", "--max-train-games", "5", "--max-steps", "3",
             "--games-per-batch", "2", "--learning-rate", "1e-3", "--lora-rank", "8", "--save-every", "0",
@@ -149,7 +150,7 @@ def test_saved_config_keys_are_unchanged():
     memory = {"prefix_cache_gb", "gradient_checkpointing", "sampler_device"}   # local-backend memory and device settings
     reward = {"win_reward", "invalid_penalty"}                                  # added with the reward settings
     places = {"visited_places"}                                                 # added with the places line
-    train = memory | reward | places | {"step_return"} | {"base_model", "backend", "device", "dtype", "max_steps", "games_per_batch", "group_size", "max_episode_steps",
+    train = memory | reward | places | {"step_return", "refused_credit"} | {"base_model", "backend", "device", "dtype", "max_steps", "games_per_batch", "group_size", "max_episode_steps",
              "max_trajectory_tokens", "max_assistant_tokens", "temperature", "top_p", "learning_rate", "save_every",
              "run_name", "swanlab_mode", "swanlab_project", "data_root", "train_split", "max_train_games",
              "include_admissible_actions", "lora_rank", "adam_beta1", "adam_beta2", "adam_eps", "weight_decay", "grad_clip",

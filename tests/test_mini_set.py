@@ -45,6 +45,7 @@ def test_an_unknown_key_is_one_line_status_2_and_nothing_written(tmp_path):
     ("max_assistant_tokens=9000", "mini setting max_assistant_tokens must be < max_trajectory_tokens (6000)"),
     ("slip_rate=1", "mini setting slip_rate must be in [0, 1) (got 1.0)"),
     ("slip_rate=-0.5", "mini setting slip_rate must be in [0, 1) (got -0.5)"),
+    ("refused_credit=none", "mini setting refused_credit must be one of all, negative (got 'none')"),
 ])
 def test_a_bad_key_or_value_is_one_line_status_2_and_nothing_written(given, says, tmp_path, capsys):
     out = tmp_path / "x"

@@ -82,6 +82,7 @@ MINI_PPO = {
     "advantage_norm": ADVANTAGE["advantage_norm"],
     "gamma": ADVANTAGE["gamma"],
     "step_return": ADVANTAGE["step_return"].but(default="all"),           # the measured recipe (penalties are 1/100 of a win)
+    "refused_credit": ADVANTAGE["refused_credit"],                         # all: refusals in won episodes share the win
 }
 MINI_EVAL = {
     "eval_temperature": _rate(1.0, "sampling temperature of the evaluations (the rollout temperature: the policy PPO optimises)"),
@@ -238,7 +239,7 @@ def ppo_config(s: MiniSettings, paths: MiniPaths, seed: int, init_state: str | N
                        output_dir=str(paths.runs), init_state=init_state, context=s.context,
                        history_length=s.history_length, visited_places=s.visited_places, advantage=s.advantage,
                        advantage_norm=s.advantage_norm, gamma=s.gamma, step_return=s.step_return, engine=s.engine,
-                       win_reward=s.win_reward, invalid_penalty=s.invalid_penalty)
+                       win_reward=s.win_reward, invalid_penalty=s.invalid_penalty, refused_credit=s.refused_credit)
 
 GREEDY_TEMPERATURE = 0.01     # the reference protocol's "greedy" evaluation
 

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from ..core import UserError
 from ..settings import project
 from .rollout import RolloutConfig, run_rollout
-from .ppo import advantage_metrics, assign_advantages, build_datums, datum_token_counts, rollout_metrics
+from .ppo import (advantage_metrics, assign_advantages, build_datums, datum_token_counts, rollout_metrics,
+                                  withhold_refused_credit)
 
 # %% auto #0
 __all__ = ['Update', 'rl_update', 'sampler_on_current_weights', 'step_seed', 'check_env_errors', 'play_groups', 'set_advantages',
@@ -87,6 +88,7 @@ def set_advantages(batch, config) -> None:
     "Set every trajectory's advantage (and GiGPO's per-step ones) with `config`'s rule (stage 3)."
     assign_advantages(batch.trajectories, config.advantage, config.advantage_norm, config.gamma,
                       config.step_advantage_weight, config.step_return)
+    if getattr(config, "refused_credit", "all") == "negative": withhold_refused_credit(batch.trajectories)
 
 # %% ../../nbs/rl/25_loop.ipynb #42ceb5e3
 def minibatch_schedule(n: int, config, step: int) -> list[list[int]]:

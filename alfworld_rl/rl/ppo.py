@@ -13,10 +13,10 @@ from pytrio.client.training_batch import plan_training_batch, GradientAccumulati
 from pytrio.model.limits import TrainingLimits
 
 # %% auto #0
-__all__ = ['ADVANTAGES', 'ADVANTAGE_NORMS', 'ZERO_ADVANTAGE', 'group_key', 'group_trajectories', 'is_env_error',
-           'assign_advantages', 'trajectory_datum', 'trajectory_datums', 'build_datums', 'validate_datums',
-           'datum_token_counts', 'plot_datum', 'ppo_loss', 'importance_sampling_loss', 'rollout_metrics',
-           'advantage_metrics']
+__all__ = ['ADVANTAGES', 'ADVANTAGE_NORMS', 'REFUSED_CREDITS', 'ZERO_ADVANTAGE', 'group_key', 'group_trajectories',
+           'is_env_error', 'assign_advantages', 'withhold_refused_credit', 'trajectory_datum', 'trajectory_datums',
+           'build_datums', 'validate_datums', 'datum_token_counts', 'plot_datum', 'ppo_loss',
+           'importance_sampling_loss', 'rollout_metrics', 'advantage_metrics']
 
 # %% ../../nbs/rl/24_ppo.ipynb #50f70708
 from .rollout import INVALID_PENALTY as INVALID_ACTION_PENALTY, trajectory_reward
@@ -64,6 +64,21 @@ def assign_advantages(trajectories, advantage: str = "grpo", norm: str = "mean",
                                step_return=step_return)
             for t, adv in zip(scored, per_step): t.step_advantages = [float(a) for a in adv]
     return groups
+
+# %% ../../nbs/rl/24_ppo.ipynb #9380330b
+REFUSED_CREDITS = ("all", "negative")
+
+def withhold_refused_credit(trajectories) -> int:
+    "Clip the advantage of every refused command to at most 0 (per-step advantages set where needed); returns the steps changed."
+    changed = 0
+    for t in trajectories:
+        if is_env_error(t) or t.advantage is None: continue
+        per_step = getattr(t, "step_advantages", None)
+        per_step = list(per_step) if per_step is not None else [float(t.advantage)] * len(t.steps)
+        for k, step in enumerate(t.steps):
+            if not step.admissible and per_step[k] > 0: per_step[k], changed = 0.0, changed + 1
+        t.step_advantages = per_step
+    return changed
 
 # %% ../../nbs/rl/24_ppo.ipynb #d86d2ab2
 def _fields(traj):

@@ -32,6 +32,9 @@ ADVANTAGE = {
     "step_return": Setting(str, "win", "--advantage gigpo: the later rewards a step's return counts: win (its own "
                            "reward and the discounted later win) or all (every later reward, penalties included, "
                            "as verl-agent)", one_of("alfworld_rl.rl.advantages:STEP_RETURNS")),
+    "refused_credit": Setting(str, "all", "what a refused command's advantage may be: all (whatever the rule gave it, "
+                              "the reference) or negative (its positive part withheld: a refusal is never credited "
+                              "with a win)", one_of("alfworld_rl.rl.ppo:REFUSED_CREDITS")),
 }
 PPO = {
     "ppo_clip_low": Setting(float, 0.8, "lower bound of PPO's ratio clip",

@@ -21,16 +21,29 @@ PICK = "pick_and_place_simple"
 SPLITS = ("valid_seen", "valid_unseen")
 
 
-PPO_SETTINGS = ("ppo_learning_rate", "step_return", "advantage", "advantage_norm", "gamma", "invalid_penalty", "win_reward")
+PPO_SETTINGS = ("ppo_learning_rate", "step_return", "advantage", "advantage_norm", "gamma", "invalid_penalty", "win_reward",
+                "refused_credit")
+
+
+def probe_settings(settings: dict, changes: dict) -> dict:
+    "The run's saved settings with PPO's `changes` (strings, typed as each setting is; a setting newer than the run too)."
+    from dataclasses import asdict
+    from alfworld_rl.mini.recipe import MiniSettings
+    for key in changes:
+        if key not in PPO_SETTINGS: sys.exit(f"--set {key}: not one of {', '.join(PPO_SETTINGS)}")
+    defaults = json.loads(json.dumps(asdict(MiniSettings())))
+    return {**settings, **{key: type(settings.get(key, defaults[key]))(value) for key, value in changes.items()}}
 
 
 def run(src: Path, out: Path, changes: dict) -> None:
     "Finish `src`'s recipe in `out` with PPO's settings `changes` (games, SFT and their evaluations copied)."
-    from alfworld_rl.mini.recipe import MiniSettings, run_mini
+    from alfworld_rl.core import UserError
+    from alfworld_rl.mini.recipe import MiniSettings, run_mini, validate_settings
     if out.exists(): sys.exit(f"{out} exists; pick another OUT_DIR")
-    settings = json.loads((src / "settings.json").read_text())
-    for key in changes:
-        if key not in PPO_SETTINGS: sys.exit(f"--set {key}: not one of {', '.join(PPO_SETTINGS)}")
+    settings = probe_settings(json.loads((src / "settings.json").read_text()), changes)
+    fields = {k: (tuple(v) if isinstance(v, list) else v) for k, v in settings.items()}
+    try: validate_settings(MiniSettings(**fields))                 # a bad value: one line, before anything is written
+    except UserError as e: sys.exit(str(e))
     (out / "runs").mkdir(parents=True); (out / "eval").mkdir()
     shutil.copytree(src / "data", out / "data")
     for seed in settings["seeds"]:
@@ -42,9 +55,7 @@ def run(src: Path, out: Path, changes: dict) -> None:
     stages = [json.loads(l) for l in (src / "stages.jsonl").read_text().splitlines() if l.strip()]
     keep = [r for r in stages if r["stage"] in ("games", "demonstrations", "sft") or str(r.get("seed")).startswith(("base", "sft"))]
     (out / "stages.jsonl").write_text("".join(json.dumps(r) + "\n" for r in keep))
-    for key, value in changes.items(): settings[key] = type(settings[key])(value)
     (out / "settings.json").write_text(json.dumps(settings, indent=1))
-    fields = {k: (tuple(v) if isinstance(v, list) else v) for k, v in settings.items()}
     run_mini(MiniSettings(**fields), out, progress=True)
 
 

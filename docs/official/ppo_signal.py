@@ -80,6 +80,7 @@ def main(argv=None) -> int:
     for name in ("seeds", "task_types"): saved[name] = tuple(saved[name])
     s, paths = MiniSettings(**saved), MiniPaths(run)
     if s.advantage_norm != "mean": sys.exit("the split into parts needs advantage_norm mean (the rule is then linear)")
+    if s.refused_credit != "all": sys.exit("the split into parts needs refused_credit all (withholding credit is not linear)")
     metrics = [r for r in read_jsonl(paths.ppo_run(a.seed) / "metrics.jsonl") if r["step"] == a.update]
     if not metrics: sys.exit(f"{paths.ppo_run(a.seed)} has no update {a.update} in metrics.jsonl")
     model = a.model_path
