@@ -88,7 +88,7 @@ def set_advantages(batch, config) -> None:
     "Set every trajectory's advantage (and GiGPO's per-step ones) with `config`'s rule (stage 3)."
     assign_advantages(batch.trajectories, config.advantage, config.advantage_norm, config.gamma,
                       config.step_advantage_weight, config.step_return)
-    if getattr(config, "refused_credit", "all") == "negative": withhold_refused_credit(batch.trajectories)
+    if config.refused_credit == "negative": withhold_refused_credit(batch.trajectories)
 
 # %% ../../nbs/rl/25_loop.ipynb #42ceb5e3
 def minibatch_schedule(n: int, config, step: int) -> list[list[int]]:

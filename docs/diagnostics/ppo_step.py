@@ -27,12 +27,10 @@ PPO_SETTINGS = ("ppo_learning_rate", "step_return", "advantage", "advantage_norm
 
 def probe_settings(settings: dict, changes: dict) -> dict:
     "The run's saved settings with PPO's `changes` (strings, typed as each setting is; a setting newer than the run too)."
-    from dataclasses import asdict
     from alfworld_rl.mini.recipe import MiniSettings
     for key in changes:
         if key not in PPO_SETTINGS: sys.exit(f"--set {key}: not one of {', '.join(PPO_SETTINGS)}")
-    defaults = json.loads(json.dumps(asdict(MiniSettings())))
-    return {**settings, **{key: type(settings.get(key, defaults[key]))(value) for key, value in changes.items()}}
+    return {**settings, **{key: type(settings.get(key, getattr(MiniSettings(), key)))(value) for key, value in changes.items()}}
 
 
 def run(src: Path, out: Path, changes: dict) -> None:
