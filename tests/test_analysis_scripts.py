@@ -358,3 +358,11 @@ def test_a_ppo_probe_may_set_a_setting_newer_than_the_run_and_refuses_bad_ones(t
     with pytest.raises(SystemExit, match="refused_credit must be one of all, negative"):
         step.run(src, tmp_path / "out", {"refused_credit": "sometimes"})
     assert not (tmp_path / "out").exists()
+    two = {**saved, "seeds": [0, 1]}
+    assert step.probe_settings(two, {}, [1])["seeds"] == [1]                  # a subset of the run's seeds
+    with pytest.raises(SystemExit, match=r"--seeds: 2 is not one of the run's seeds \[0, 1\]"):
+        step.probe_settings(two, {}, [2])
+    other = tmp_path / "other"; other.mkdir(); (other / "settings.json").write_text(json.dumps({"seeds": [0]}))
+    with pytest.raises(SystemExit, match="exists and holds another probe"):       # rerun to resume, but never over another probe
+        step.run(src, other, {"refused_credit": "negative"})
+    assert json.loads((other / "settings.json").read_text()) == {"seeds": [0]}

@@ -2,6 +2,7 @@
 
     uv run python docs/diagnostics/ppo_step.py run MINI_DIR OUT_DIR --set ppo_learning_rate=1.5e-3   # a probe (PPO + its evaluations)
     uv run python docs/diagnostics/ppo_step.py run MINI_DIR OUT_DIR --set step_return=win
+    uv run python docs/diagnostics/ppo_step.py run MINI_DIR OUT_DIR --set refused_credit=negative --seeds 0   # one seed; rerun to resume
     uv run python docs/diagnostics/ppo_step.py keep NAME MINI_DIR                             # its figures into ppo_step/NAME.json
     uv run python docs/diagnostics/ppo_step.py                                                # the table from the kept figures
 
@@ -11,7 +12,8 @@ SFT state, then PPO's evaluation. The SFT states, the games of every update and 
 run's, so the probes' updates are paired and differ only by the settings changed. `keep` stores what the table needs (per seed: rollout
 success of the first and last quarter of updates, overall and for pick_and_place_simple, by the mini report's own
 rule; per update, the last minibatch's clip fraction and learner-sampler logprob gap; SFT and PPO success per split,
-read from the evaluation summaries) in docs/diagnostics/ppo_step/NAME.json.
+read from the evaluation summaries) in docs/diagnostics/ppo_step/NAME.json. `--seeds` probes a subset of the run's seeds;
+the same `run` command again continues a probe that was stopped (each stage resumes as the mini's do).
 """
 import argparse, json, shutil, statistics, sys
 from pathlib import Path
@@ -25,23 +27,32 @@ PPO_SETTINGS = ("ppo_learning_rate", "step_return", "advantage", "advantage_norm
                 "refused_credit")
 
 
-def probe_settings(settings: dict, changes: dict) -> dict:
+def probe_settings(settings: dict, changes: dict, seeds: list | None = None) -> dict:
     "The run's saved settings with PPO's `changes` (strings, typed as each setting is; a setting newer than the run too)."
     from alfworld_rl.mini.recipe import MiniSettings
     for key in changes:
         if key not in PPO_SETTINGS: sys.exit(f"--set {key}: not one of {', '.join(PPO_SETTINGS)}")
-    return {**settings, **{key: type(settings.get(key, getattr(MiniSettings(), key)))(value) for key, value in changes.items()}}
+    if seeds is not None and not seeds: sys.exit("--seeds: give at least one seed")
+    for seed in seeds or []:
+        if seed not in settings["seeds"]: sys.exit(f"--seeds: {seed} is not one of the run's seeds {settings['seeds']}")
+    typed = {key: type(settings.get(key, getattr(MiniSettings(), key)))(value) for key, value in changes.items()}
+    return {**settings, **typed, "seeds": sorted(set(seeds)) if seeds else settings["seeds"]}
 
 
-def run(src: Path, out: Path, changes: dict) -> None:
-    "Finish `src`'s recipe in `out` with PPO's settings `changes` (games, SFT and their evaluations copied)."
+def run(src: Path, out: Path, changes: dict, seeds: list | None = None) -> None:
+    "Finish `src`'s recipe in `out` with PPO's settings `changes` (games, SFT and their evaluations copied); again: resume."
     from alfworld_rl.core import UserError
     from alfworld_rl.mini.recipe import MiniSettings, run_mini, validate_settings
-    if out.exists(): sys.exit(f"{out} exists; pick another OUT_DIR")
-    settings = probe_settings(json.loads((src / "settings.json").read_text()), changes)
+    settings = probe_settings(json.loads((src / "settings.json").read_text()), changes, seeds)
     fields = {k: (tuple(v) if isinstance(v, list) else v) for k, v in settings.items()}
     try: validate_settings(MiniSettings(**fields))                 # a bad value: one line, before anything is written
     except UserError as e: sys.exit(str(e))
+    if out.exists():                                               # the same probe again continues it; another one is refused
+        saved = out / "settings.json"
+        if not saved.is_file() or json.loads(saved.read_text()) != settings:
+            sys.exit(f"{out} exists and holds another probe (or none); pick another OUT_DIR")
+        run_mini(MiniSettings(**fields), out, progress=True)
+        return
     (out / "runs").mkdir(parents=True); (out / "eval").mkdir()
     shutil.copytree(src / "data", out / "data")
     for seed in settings["seeds"]:
@@ -51,7 +62,9 @@ def run(src: Path, out: Path, changes: dict) -> None:
         if greedy.is_file(): shutil.copy(greedy, out / "eval")
     shutil.copy(src / "eval" / "base.jsonl", out / "eval")
     stages = [json.loads(l) for l in (src / "stages.jsonl").read_text().splitlines() if l.strip()]
-    keep = [r for r in stages if r["stage"] in ("games", "demonstrations", "sft") or str(r.get("seed")).startswith(("base", "sft"))]
+    copied = {"base", *(f"sft-seed{seed}" for seed in settings["seeds"]), *(f"sft-seed{seed}-greedy" for seed in settings["seeds"])}
+    keep = [r for r in stages if r["stage"] in ("games", "demonstrations") or (r["stage"] == "sft" and r["seed"] in settings["seeds"])
+            or r.get("seed") in copied]
     (out / "stages.jsonl").write_text("".join(json.dumps(r) + "\n" for r in keep))
     (out / "settings.json").write_text(json.dumps(settings, indent=1))
     run_mini(MiniSettings(**fields), out, progress=True)
@@ -75,7 +88,7 @@ def keep(name: str, root: Path) -> None:
             sft={sp: sft.value(sp, "success_rate") for sp in SPLITS}, ppo={sp: ppo.value(sp, "success_rate") for sp in SPLITS})
     HERE.mkdir(exist_ok=True)
     out = dict(data_seed=settings["data_seed"], ppo_learning_rate=settings["ppo_learning_rate"],
-               step_return=settings["step_return"], seeds=seeds)
+               step_return=settings["step_return"], refused_credit=settings.get("refused_credit", "all"), seeds=seeds)
     (HERE / f"{name}.json").write_text(json.dumps(out, indent=1))
 
 
@@ -93,7 +106,7 @@ def table() -> None:
         picks = ", ".join(f"{100 * a:.0f} -> {100 * b:.0f}" for a, b in (v["pick_quarters"] for v in s))
         gains = {sp: [100 * (v["ppo"][sp] - v["sft"][sp]) for v in s] for sp in ("valid_unseen", "valid_seen")}
         print(f"| {path.stem} (data seed {p['data_seed']}, lr {p['ppo_learning_rate']:g}, step return "
-              f"{p.get('step_return', 'all')}) | "
+              f"{p.get('step_return', 'all')}, refused credit {p.get('refused_credit', 'all')}) | "
               f"{100 * min(clips):.2f}-{100 * max(clips):.2f}% | {min(gaps):.4f}-{max(gaps):.4f} nats/token | "
               + ", ".join(f"{a:.0f} -> {b:.0f}" for a, b in climbs)
               + f" ({statistics.mean(b - a for a, b in climbs):+.1f}) | {picks} | {mean_se(gains['valid_unseen'])} | "
@@ -105,9 +118,10 @@ def main() -> None:
     sub = ap.add_subparsers(dest="cmd")
     r = sub.add_parser("run"); r.add_argument("src", type=Path); r.add_argument("out", type=Path)
     r.add_argument("--set", action="append", required=True, metavar="KEY=VALUE", help=f"one of {', '.join(PPO_SETTINGS)}")
+    r.add_argument("--seeds", type=int, nargs="+", help="probe only these of the run's seeds (default: all of them)")
     k = sub.add_parser("keep"); k.add_argument("name"); k.add_argument("root", type=Path)
     a = ap.parse_args()
-    if a.cmd == "run": run(a.src, a.out, dict(kv.split("=", 1) for kv in a.set))
+    if a.cmd == "run": run(a.src, a.out, dict(kv.split("=", 1) for kv in a.set), a.seeds)
     elif a.cmd == "keep": keep(a.name, a.root)
     else: table()
 
