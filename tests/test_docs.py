@@ -100,6 +100,7 @@ def test_the_readme_official_table_is_the_committed_run():
     assert f"{100 * sft:.1f}% of `valid_unseen`" in status, status
     ppo = results["rows"]["PPO seed 0 (T = 1)"]["eval/valid_unseen/success_rate"]
     assert f"{100 * ppo:.1f}% after PPO" in status, status
+    assert f"`{table.result_line(results['headline'])}`" in readme, "the README's result line is not the run's"
     from alfworld_rl.mini.recipe import OFFICIAL, MiniSettings
     preset, default = (json.loads(json.dumps(dataclasses.asdict(s))) for s in (OFFICIAL, MiniSettings()))
     ran = results["settings"]
