@@ -69,11 +69,15 @@ def test_sigterm_to_mini_ends_its_seed_workers(ignore_sigint, tmp_path):
              what="the demonstrations stage")
     wait_for(lambda: len(psutil.Process(proc.pid).children()) >= 2, proc, what="the seed workers")
     terminate_and_check(proc, lambda: tree(proc))
+    runs = [r for r in read_jsonl(out / "stages.jsonl") if r["stage"] == "run"]
+    assert len(runs) == 1 and runs[0]["seconds"] > 0, runs        # the call cut short still counts in the run's time
     if not ignore_sigint:       # resumable as after Ctrl-C: the same command finishes the experiment
         r = cli("mini", "--settings", "smoke", "--seeds", "0", "1", "--workers", "2", "--no-report", "--out-dir", out,
                 cwd=tmp_path)
         assert r.returncode == 0, r.stderr[-3000:]
         assert "mini result:" in r.stdout
+        after = [r for r in read_jsonl(out / "stages.jsonl") if r["stage"] == "run"]
+        assert len(after) == 1 and after[0]["seconds"] > runs[0]["seconds"], after   # both calls, one record
 
 
 def test_sigterm_to_generate_with_workers_leaves_nothing(tmp_path):

@@ -6,6 +6,7 @@
 from __future__ import annotations
 import argparse, dataclasses, json, math, multiprocessing, os, statistics, sys, time
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import contextmanager
 from dataclasses import dataclass, asdict, field
 from pathlib import Path
 
@@ -209,6 +210,16 @@ def _log_stage(paths: MiniPaths, stage: str, seed, seconds: float, merge: bool =
             return
     append_jsonl(paths.stages, {"stage": stage, "seed": seed, "seconds": round(seconds, 2), **extra})
 
+@contextmanager
+def _timed_stage(paths: MiniPaths, stage: str, seed):
+    "Record the seconds the block takes as `stage`; a block cut short by an exception is recorded as `interrupted`."
+    t0 = time.perf_counter()
+    try: yield
+    except BaseException:
+        _log_stage(paths, stage, seed, time.perf_counter() - t0, interrupted=True)
+        raise
+    _log_stage(paths, stage, seed, time.perf_counter() - t0)
+
 def _final_save(run_dir: Path, steps: int) -> dict | None:
     "The checkpoint record of step `steps` in `run_dir`, if it was saved."
     saves = [r for r in read_jsonl(run_dir / "checkpoints.jsonl") if r["step"] == steps]
@@ -264,9 +275,8 @@ def run_sft_stage(s: MiniSettings, paths: MiniPaths, seed: int, demonstrations=N
     c = sft_config(s, paths, seed)
     done = _final_save(c.run_dir, c.max_steps)
     if done: return done
-    t0 = time.perf_counter()
-    sft(c, resume=(c.run_dir / "config.json").exists(), progress=progress, demonstrations=demonstrations)
-    _log_stage(paths, "sft", seed, time.perf_counter() - t0)
+    with _timed_stage(paths, "sft", seed):
+        sft(c, resume=(c.run_dir / "config.json").exists(), progress=progress, demonstrations=demonstrations)
     return _final_save(c.run_dir, c.max_steps)
 
 def run_ppo_stage(s: MiniSettings, paths: MiniPaths, seed: int, sft_state: str, progress: bool = True) -> dict:
@@ -275,9 +285,8 @@ def run_ppo_stage(s: MiniSettings, paths: MiniPaths, seed: int, sft_state: str, 
     c = ppo_config(s, paths, seed, init_state=sft_state)
     done = _final_save(c.run_dir, c.max_steps)
     if done: return done
-    t0 = time.perf_counter()
-    train(c, resume=(c.run_dir / "config.json").exists(), progress=progress)
-    _log_stage(paths, "ppo", seed, time.perf_counter() - t0)
+    with _timed_stage(paths, "ppo", seed):
+        train(c, resume=(c.run_dir / "config.json").exists(), progress=progress)
     return _final_save(c.run_dir, c.max_steps)
 
 def run_eval_stage(s: MiniSettings, paths: MiniPaths, label: str, model_path: str | None, progress: bool = True,
@@ -287,9 +296,8 @@ def run_eval_stage(s: MiniSettings, paths: MiniPaths, label: str, model_path: st
     c = eval_config(s, paths, label, model_path, greedy, episodes)
     records = read_jsonl(c.output_path())
     if records and records[-1].get("type") == "summary": return c.output_path()
-    t0 = time.perf_counter()
-    evaluate(c, show_progress=progress)       # it runs its rollout outside a notebook's event loop itself
-    _log_stage(paths, "eval", label, time.perf_counter() - t0)
+    with _timed_stage(paths, "eval", label):
+        evaluate(c, show_progress=progress)   # it runs its rollout outside a notebook's event loop itself
     return c.output_path()
 
 # %% ../../nbs/mini/53_recipe.ipynb #080ee261
@@ -388,10 +396,14 @@ def run_mini(s: MiniSettings, root: str | os.PathLike, progress: bool = True, wo
     games_done = _games_ready(s, paths)
     mini_data(s, paths, progress)                        # also checks finished games against the settings
     if not games_done: _log_stage(paths, "games", None, time.perf_counter() - start)
-    run_eval_stage(s, paths, eval_label("base"), None, progress, episodes=s.base_episodes)
-    sft_left = any(not _final_save(paths.sft_run(seed), s.sft_steps) for seed in s.seeds)
-    demos = mini_demonstrations(s, paths, progress) if sft_left else []
-    run_seeds(s, paths, demos, workers, progress)
+    try:
+        run_eval_stage(s, paths, eval_label("base"), None, progress, episodes=s.base_episodes)
+        sft_left = any(not _final_save(paths.sft_run(seed), s.sft_steps) for seed in s.seeds)
+        demos = mini_demonstrations(s, paths, progress) if sft_left else []
+        run_seeds(s, paths, demos, workers, progress)
+    except BaseException:                                # cut short: its wall clock still counts toward the run's
+        _log_stage(paths, "run", None, time.perf_counter() - start, merge=True, workers=min(workers, len(s.seeds)))
+        raise
     if len(read_jsonl(paths.stages)) > logged:           # this call did some work: record its wall clock
         _log_stage(paths, "run", None, time.perf_counter() - start, merge=True, workers=min(workers, len(s.seeds)))
     return paths

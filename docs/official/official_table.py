@@ -192,8 +192,8 @@ def main(argv=None) -> int:
         climb = "-" if c["climb"] is None else f"{c['climb']:+.1f}"
         print(f"PPO seed {seed} rollout success per update: " + ", ".join(f"{x:.1f}" for x in c["success"])
               + f" (climb, last quarter - first: {climb} points)")
-    print("\nstage seconds: " + ", ".join(f"{r['stage']}{'' if r['seed'] is None else ' ' + str(r['seed'])} {r['seconds']:.0f}"
-                                          for r in stages))
+    print("\nstage seconds: " + ", ".join(f"{r['stage']}{'' if r['seed'] is None else ' ' + str(r['seed'])}"
+                                          f"{' (cut short)' if r.get('interrupted') else ''} {r['seconds']:.0f}" for r in stages))
     print(result_line(h) if h else "official result: not yet (PPO still to be evaluated)")
     if a.out:
         out = Path(a.out); out.mkdir(parents=True, exist_ok=True)
