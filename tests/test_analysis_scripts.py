@@ -366,3 +366,5 @@ def test_a_ppo_probe_may_set_a_setting_newer_than_the_run_and_refuses_bad_ones(t
     with pytest.raises(SystemExit, match="exists and holds another probe"):       # rerun to resume, but never over another probe
         step.run(src, other, {"refused_credit": "negative"})
     assert json.loads((other / "settings.json").read_text()) == {"seeds": [0]}
+    with pytest.raises(SystemExit, match="no PPO metrics of seed 3"):
+        step.compare(src, other, 3)

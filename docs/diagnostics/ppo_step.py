@@ -4,6 +4,7 @@
     uv run python docs/diagnostics/ppo_step.py run MINI_DIR OUT_DIR --set step_return=win
     uv run python docs/diagnostics/ppo_step.py run MINI_DIR OUT_DIR --set refused_credit=negative --seeds 0   # one seed; rerun to resume
     uv run python docs/diagnostics/ppo_step.py keep NAME MINI_DIR                             # its figures into ppo_step/NAME.json
+    uv run python docs/diagnostics/ppo_step.py compare MINI_DIR OUT_DIR --seed 0               # per update: the two PPOs' rollouts
     uv run python docs/diagnostics/ppo_step.py                                                # the table from the kept figures
 
 `run` copies a finished mini experiment's games, SFT runs and base/SFT evaluations into OUT_DIR, changes only the
@@ -113,6 +114,23 @@ def table() -> None:
               f"{mean_se(gains['valid_seen'])} |")
 
 
+def compare(src: Path, probe: Path, seed: int) -> None:
+    "Print, per update, the rollout success and admissible rate of seed `seed`'s PPO in the run and in the probe."
+    from alfworld_rl.core import read_jsonl
+    from alfworld_rl.mini.recipe import MiniPaths
+    runs = {}
+    for name, root in (("run", src), ("probe", probe)):
+        metrics = MiniPaths(root).ppo_run(seed) / "metrics.jsonl"
+        if not metrics.is_file(): sys.exit(f"{metrics}: no PPO metrics of seed {seed}")
+        runs[name] = sorted(read_jsonl(metrics), key=lambda r: r["step"])
+    n = max(len(v) for v in runs.values())
+    print("| update | " + " | ".join(str(k) for k in range(1, n + 1)) + " |\n|---|" + "---|" * n)
+    for key, what in (("rollout/success_rate", "rollout success %"), ("rollout/admissible_action_rate", "admissible commands %")):
+        for name, label in (("run", src.name), ("probe", probe.name)):
+            cells = [f"{100 * r[key]:.1f}" for r in runs[name]] + [""] * (n - len(runs[name]))
+            print(f"| {label}: {what} | " + " | ".join(cells) + " |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd")
@@ -120,9 +138,12 @@ def main() -> None:
     r.add_argument("--set", action="append", required=True, metavar="KEY=VALUE", help=f"one of {', '.join(PPO_SETTINGS)}")
     r.add_argument("--seeds", type=int, nargs="+", help="probe only these of the run's seeds (default: all of them)")
     k = sub.add_parser("keep"); k.add_argument("name"); k.add_argument("root", type=Path)
+    c = sub.add_parser("compare"); c.add_argument("src", type=Path); c.add_argument("out", type=Path)
+    c.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
     if a.cmd == "run": run(a.src, a.out, dict(kv.split("=", 1) for kv in a.set), a.seeds)
     elif a.cmd == "keep": keep(a.name, a.root)
+    elif a.cmd == "compare": compare(a.src, a.out, a.seed)
     else: table()
 
 
