@@ -141,7 +141,13 @@ def main() -> None:
     c = sub.add_parser("compare"); c.add_argument("src", type=Path); c.add_argument("out", type=Path)
     c.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
-    if a.cmd == "run": run(a.src, a.out, dict(kv.split("=", 1) for kv in a.set), a.seeds)
+    if a.cmd == "run":
+        from alfworld_rl.cli import end_on_sigterm
+        with end_on_sigterm("ppo_step.py") as term:              # a SIGTERM ends the evaluation workers too, then exits
+            try: run(a.src, a.out, dict(kv.split("=", 1) for kv in a.set), a.seeds)
+            except KeyboardInterrupt:
+                if not term.terminated: raise
+        if term.terminated: sys.exit(term.finish("ppo_step.py"))
     elif a.cmd == "keep": keep(a.name, a.root)
     elif a.cmd == "compare": compare(a.src, a.out, a.seed)
     else: table()
