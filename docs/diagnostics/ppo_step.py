@@ -52,8 +52,12 @@ def run(src: Path, out: Path, changes: dict, seeds: list | None = None) -> None:
         saved = out / "settings.json"
         if not saved.is_file() or json.loads(saved.read_text()) != settings:
             sys.exit(f"{out} exists and holds another probe (or none); pick another OUT_DIR")
-        run_mini(MiniSettings(**fields), out, progress=True)
-        return
+    else: copy_run(src, out, settings)
+    run_mini(MiniSettings(**fields), out, progress=True)
+
+
+def copy_run(src: Path, out: Path, settings: dict) -> None:
+    "Copy into `out` what the probe keeps of `src`: its games, each probed seed's SFT and evaluations, the base's evaluation."
     (out / "runs").mkdir(parents=True); (out / "eval").mkdir()
     shutil.copytree(src / "data", out / "data")
     for seed in settings["seeds"]:
@@ -68,7 +72,6 @@ def run(src: Path, out: Path, changes: dict, seeds: list | None = None) -> None:
             or r.get("seed") in copied]
     (out / "stages.jsonl").write_text("".join(json.dumps(r) + "\n" for r in keep))
     (out / "settings.json").write_text(json.dumps(settings, indent=1))
-    run_mini(MiniSettings(**fields), out, progress=True)
 
 
 def keep(name: str, root: Path) -> None:
