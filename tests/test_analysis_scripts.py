@@ -368,3 +368,23 @@ def test_a_ppo_probe_may_set_a_setting_newer_than_the_run_and_refuses_bad_ones(t
     assert json.loads((other / "settings.json").read_text()) == {"seeds": [0]}
     with pytest.raises(SystemExit, match="no PPO metrics of seed 3"):
         step.compare(src, other, 3)
+
+
+def test_takes_are_split_by_whether_the_object_is_in_sight():
+    lost = _script("official/lost_episodes")
+    r = {"steps": [
+        _step("take mug 1 from desk 1", False),           # before any place: not counted
+        _step("go to desk 1", True, "You arrive at desk 1. On the desk 1, you see a pen 1."),
+        _step("take mug 1 from desk 1", False),           # on arrival, no mug in sight: tried, refused
+        _step("take mug 1 from desk 1", False),           # again: any step only
+        _step("go to cabinet 1", True, "You arrive at cabinet 1. The cabinet 1 is closed."),
+        _step("open cabinet 1", True, "You open the cabinet 1. The cabinet 1 is open. In it, you see a mug 4."),
+        _step("take pen 1 from cabinet 1", False),        # on arrival (after open), mug in sight: another object
+        _step("take mug 4 from cabinet 1", True, "You pick up the mug 4 from the cabinet 1."),
+        _step("go to desk 1", True, "You arrive at desk 1. On the desk 1, you see a mug 2."),
+        _step("take mug 2 from desk 1", False)]}          # hands full: not counted
+    got = lost.takes_by_sight(r, "mug")
+    assert got[("on arrival", "not in sight")] == [2, 1, 0]   # after go to desk 1, after go to cabinet 1 (closed)
+    assert got[("any step", "not in sight")] == [4, 2, 0]     # the two takes, the go to cabinet 1, the open
+    assert got[("on arrival", "in sight")] == [1, 0, 0]
+    assert got[("any step", "in sight")] == [2, 1, 1]

@@ -34,6 +34,13 @@ object with another one of its kind in sight (a wrong number), or some other obj
 episodes: the share of steps spent on each verb (`go to`, `take`, `open`, ...), and the
 share of steps on which that verb was admitted.
 
+`--sight` asks whether the policy reads the room before it takes: over the steps with empty hands at a place (after an
+admitted `go to`, before its first admitted `take`), split by whether one of the task's objects is in what it saw
+there, the share of steps that tried to take the task's object, and the share admitted; once for the step right after
+arriving (an admitted `go to` or `open`), once for every such step (refusal streaks included). A policy that reads the room
+takes far more often where the object is than where it is not. A run's `demonstrations.jsonl` (what SFT imitated) reads
+as an evaluation file, all of its episodes won.
+
 `--streaks` adds how refusals follow one another: the share of refused commands that come right after another refused
 command, and how many episodes (won and lost apart) hold a streak of at least 3 / 10 refused commands in a row, or end
 in one of at least 5. A policy that cannot leave the state a refusal left it in spends its episode there.
@@ -136,6 +143,28 @@ def missing_takes(r: dict, obj: str) -> Counter:
     return out
 
 
+SIGHT = ("in sight", "not in sight")
+
+
+def takes_by_sight(r: dict, obj: str) -> dict:
+    "Empty-handed steps at a place by (arrival or any step, object in sight or not): [steps, took it, admitted]."
+    out = {(when, k): [0, 0, 0] for when in ("on arrival", "any step") for k in SIGHT}
+    here, here_text, arrived = None, "", False
+    for s in r["steps"]:
+        a = s.get("action") or ""
+        if here is not None:
+            k = "in sight" if re.search(rf"\b{re.escape(obj)} \d+", here_text) else "not in sight"
+            take = re.fullmatch(rf"take {re.escape(obj)} \d+ from .+", a)
+            for when in ("on arrival", "any step") if arrived else ("any step",):
+                row = out[when, k]; row[0] += 1; row[1] += bool(take); row[2] += bool(take and s.get("admissible"))
+        arrived = False
+        if not s.get("admissible"): continue
+        if a.startswith("take "): break                  # hands full from here on
+        if a.startswith("go to "): here, here_text, arrived = a[len("go to "):], s.get("observation") or "", True
+        elif a.startswith("open "): here_text, arrived = here_text + " " + (s.get("observation") or ""), True
+    return out
+
+
 VERBS = ("go to", "take", "put / move", "open / close", "clean / heat / cool", "use", "other")
 
 
@@ -177,20 +206,24 @@ def main(argv=None) -> int:
     ap.add_argument("files", nargs="+", help="evaluation JSONL files")
     ap.add_argument("--split", default=None, help="keep one split (valid_seen or valid_unseen)")
     ap.add_argument("--commands", action="store_true", help="also break the refused commands down by kind")
+    ap.add_argument("--sight", action="store_true", help="also compare taking where the task's object is and is not in sight")
     ap.add_argument("--streaks", action="store_true", help="also count refusals that follow refusals, and long streaks of them")
     a = ap.parse_args(argv)
     per_type, won, n, refused = defaultdict(Counter), Counter(), Counter(), Counter()
     tried, admitted, missing = Counter(), Counter(), Counter()
-    all_steps, streaks = 0, {"won": [], "lost": []}
+    all_steps, streaks, sight = 0, {"won": [], "lost": []}, defaultdict(lambda: [0, 0, 0])
     back = gotos = loops = steps = lost = 0
     for f in a.files:
         for line in Path(f).read_text().splitlines():
             r = json.loads(line)
-            if r.get("type") != "trajectory" or (a.split and r["split"] != a.split): continue
+            if r.get("type", "trajectory") != "trajectory" or (a.split and r["split"] != a.split): continue
             t = r["task_type"]; n[t] += 1
             refused.update(refused_kinds(r)); all_steps += len(r["steps"])
             if a.commands: missing.update(missing_takes(r, task_targets(r["game_file"])[0]))
             streaks["won" if r["won"] else "lost"].append(refusal_streaks(r))
+            if a.sight:
+                for k, row in takes_by_sight(r, task_targets(r["game_file"])[0]).items():
+                    sight[k] = [x + y for x, y in zip(sight[k], row)]
             for st in r["steps"]:
                 verb = verb_of(st); tried[verb] += 1; admitted[verb] += bool(st.get("admissible"))
             if r["won"]: won[t] += 1; continue
@@ -222,6 +255,13 @@ def main(argv=None) -> int:
         print("\nWhat it tried, all episodes (% of steps)\n\n| verb | tried | admitted |\n|---|---|---|")
         for verb in VERBS:
             print(f"| {verb} | {100 * tried[verb] / max(1, all_steps):.1f} | {100 * admitted[verb] / max(1, all_steps):.1f} |")
+    if a.sight:
+        print("\nEmpty-handed steps at a place, all episodes, by whether the task's object is in sight there\n\n"
+              "| steps | the task's object | count | tried to take it % | admitted % |\n|---|---|---|---|---|")
+        for when in ("on arrival", "any step"):
+            for k in SIGHT:
+                steps_k, took, ok = sight[when, k]
+                print(f"| {when} | {k} | {steps_k} | {100 * took / max(1, steps_k):.1f} | {100 * ok / max(1, steps_k):.1f} |")
     if a.streaks: print("\n".join(streak_lines(streaks)))
     return 0
 
