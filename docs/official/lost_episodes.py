@@ -36,7 +36,8 @@ share of steps on which that verb was admitted.
 
 `--sight` asks whether the policy reads the room before it takes: over the steps with empty hands at a place (after an
 admitted `go to`, before its first admitted `take`), split by whether one of the task's objects is in what it saw
-there, the share of steps that tried to take the task's object, and the share admitted; once for the step right after
+there, the share of steps that tried to take the task's object, the share admitted, and the share refused for naming
+a number not listed where it stands; once for the step right after
 arriving (an admitted `go to` or `open`), once for every such step (refusal streaks included). A policy that reads the
 room takes far more often where the object is than where it is not. A run's `demonstrations.jsonl` (what SFT imitated)
 reads as an evaluation file, all of its episodes won.
@@ -147,16 +148,18 @@ SIGHT = ("in sight", "not in sight")
 
 
 def takes_by_sight(r: dict, obj: str) -> dict:
-    "Empty-handed steps at a place by (arrival or any step, object in sight or not): [steps, took it, admitted]."
-    out = {(when, k): [0, 0, 0] for when in ("on arrival", "any step") for k in SIGHT}
+    "Empty-handed steps at a place by (arrival or any step, object in sight or not): [steps, took it, admitted, wrong number]."
+    out = {(when, k): [0, 0, 0, 0] for when in ("on arrival", "any step") for k in SIGHT}
     here, here_text, arrived = None, "", False
     for s in r["steps"]:
         a = s.get("action") or ""
         if here is not None:
             k = "in sight" if re.search(rf"\b{re.escape(obj)} \d+", here_text) else "not in sight"
-            take = re.fullmatch(rf"take {re.escape(obj)} \d+ from .+", a)
+            take = re.fullmatch(rf"take ({re.escape(obj)} \d+) from (.+)", a)
+            wrong = bool(take and not s.get("admissible") and take[2] == here and take[1] not in here_text)
             for when in ("on arrival", "any step") if arrived else ("any step",):
                 row = out[when, k]; row[0] += 1; row[1] += bool(take); row[2] += bool(take and s.get("admissible"))
+                row[3] += wrong
         arrived = False
         if not s.get("admissible"): continue
         if a.startswith("take "): break                  # hands full from here on
@@ -211,7 +214,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     per_type, won, n, refused = defaultdict(Counter), Counter(), Counter(), Counter()
     tried, admitted, missing = Counter(), Counter(), Counter()
-    all_steps, streaks, sight = 0, {"won": [], "lost": []}, defaultdict(lambda: [0, 0, 0])
+    all_steps, streaks, sight = 0, {"won": [], "lost": []}, defaultdict(lambda: [0, 0, 0, 0])
     back = gotos = loops = steps = lost = 0
     for f in a.files:
         for line in Path(f).read_text().splitlines():
@@ -257,11 +260,13 @@ def main(argv=None) -> int:
             print(f"| {verb} | {100 * tried[verb] / max(1, all_steps):.1f} | {100 * admitted[verb] / max(1, all_steps):.1f} |")
     if a.sight:
         print("\nEmpty-handed steps at a place, all episodes, by whether the task's object is in sight there\n\n"
-              "| steps | the task's object | count | tried to take it % | admitted % |\n|---|---|---|---|---|")
+              "| steps | the task's object | count | tried to take it % | admitted % | a number not there % |\n"
+              "|---|---|---|---|---|---|")
         for when in ("on arrival", "any step"):
             for k in SIGHT:
-                steps_k, took, ok = sight[when, k]
-                print(f"| {when} | {k} | {steps_k} | {100 * took / max(1, steps_k):.1f} | {100 * ok / max(1, steps_k):.1f} |")
+                n_k, took, ok, wrong = sight[when, k]
+                print(f"| {when} | {k} | {n_k} | {100 * took / max(1, n_k):.1f} | {100 * ok / max(1, n_k):.1f} | "
+                      f"{100 * wrong / max(1, n_k):.1f} |")
     if a.streaks: print("\n".join(streak_lines(streaks)))
     return 0
 
