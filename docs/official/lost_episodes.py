@@ -37,9 +37,9 @@ share of steps on which that verb was admitted.
 `--sight` asks whether the policy reads the room before it takes: over the steps with empty hands at a place (after an
 admitted `go to`, before its first admitted `take`), split by whether one of the task's objects is in what it saw
 there, the share of steps that tried to take the task's object, the share admitted, and the share refused for naming
-a number not listed where it stands; once for the step right after
-arriving (an admitted `go to` or `open`), once for every such step (refusal streaks included). A policy that reads the
-room takes far more often where the object is than where it is not. A run's `demonstrations.jsonl` (what SFT imitated)
+a number not listed where it stands; once for the step right after arriving (an admitted `go to` or `open`), once for
+every such step (refusal streaks included). A policy that reads the room takes far more often where the object is than
+where it is not. A run's `demonstrations.jsonl` (what SFT imitated)
 reads as an evaluation file, all of its episodes won.
 
 `--streaks` adds how refusals follow one another: the share of refused commands that come right after another refused
@@ -101,15 +101,23 @@ COMMAND_KINDS = ("take: object not here", "take: hands full", "take: not at that
                  "put / move refused", "transform / use refused", "open / close refused", "not a command")
 
 
+def at_places(steps: list):
+    "Each step with where the agent stands, what it saw there, and whether it just arrived (admitted `go to` / `open`)."
+    here, here_text, arrived = None, "", False
+    for s in steps:
+        yield s, here, here_text, arrived
+        a, arrived = s.get("action") or "", False
+        if not s.get("admissible"): continue
+        if a.startswith("go to "): here, here_text, arrived = a[len("go to "):], s.get("observation") or "", True
+        elif a.startswith("open "): here_text, arrived = here_text + " " + (s.get("observation") or ""), True
+
+
 def refused_kinds(r: dict) -> Counter:
     "The refused commands of one episode, by kind (see the module docstring)."
-    out, here, here_text = Counter(), None, ""
-    for s in r["steps"]:
+    out = Counter()
+    for s, here, here_text, _ in at_places(r["steps"]):
+        if s.get("admissible"): continue
         a = s.get("action") or ""
-        if s.get("admissible"):
-            if a.startswith("go to "): here, here_text = a[len("go to "):], s.get("observation") or ""
-            elif a.startswith("open "): here_text += " " + (s.get("observation") or "")
-            continue
         take = re.fullmatch(r"take (.+) from (.+)", a)
         verb = a.split(" ")[0] if s.get("valid_format") else ""
         if take and take[2] != here: kind = "take: not at that place"
@@ -129,14 +137,10 @@ MISSING_TAKES = ("task's object, none in sight", "task's object, another in sigh
 
 def missing_takes(r: dict, obj: str) -> Counter:
     "The refused `take X from P` of one episode at the place it stands at, X not seen there, split by MISSING_TAKES."
-    out, here, here_text = Counter(), None, ""
-    for s in r["steps"]:
-        a = s.get("action") or ""
-        if s.get("admissible"):
-            if a.startswith("go to "): here, here_text = a[len("go to "):], s.get("observation") or ""
-            elif a.startswith("open "): here_text += " " + (s.get("observation") or "")
-            continue
-        take = re.fullmatch(r"take (.+) from (.+)", a)
+    out = Counter()
+    for s, here, here_text, _ in at_places(r["steps"]):
+        if s.get("admissible"): continue
+        take = re.fullmatch(r"take (.+) from (.+)", s.get("action") or "")
         if not take or take[2] != here or take[1] in here_text: continue
         if take[1].rsplit(" ", 1)[0] != obj: out["another object"] += 1
         elif re.search(rf"\b{re.escape(obj)} \d+", here_text): out["task's object, another in sight"] += 1
@@ -150,8 +154,7 @@ SIGHT = ("in sight", "not in sight")
 def takes_by_sight(r: dict, obj: str) -> dict:
     "Empty-handed steps at a place by (arrival or any step, object in sight or not): [steps, took it, admitted, wrong number]."
     out = {(when, k): [0, 0, 0, 0] for when in ("on arrival", "any step") for k in SIGHT}
-    here, here_text, arrived = None, "", False
-    for s in r["steps"]:
+    for s, here, here_text, arrived in at_places(r["steps"]):
         a = s.get("action") or ""
         if here is not None:
             k = "in sight" if re.search(rf"\b{re.escape(obj)} \d+", here_text) else "not in sight"
@@ -160,11 +163,7 @@ def takes_by_sight(r: dict, obj: str) -> dict:
             for when in ("on arrival", "any step") if arrived else ("any step",):
                 row = out[when, k]; row[0] += 1; row[1] += bool(take); row[2] += bool(take and s.get("admissible"))
                 row[3] += wrong
-        arrived = False
-        if not s.get("admissible"): continue
-        if a.startswith("take "): break                  # hands full from here on
-        if a.startswith("go to "): here, here_text, arrived = a[len("go to "):], s.get("observation") or "", True
-        elif a.startswith("open "): here_text, arrived = here_text + " " + (s.get("observation") or ""), True
+        if s.get("admissible") and a.startswith("take "): break     # hands full from here on
     return out
 
 
