@@ -340,6 +340,13 @@ def test_the_readme_table_names_each_seeds_rows_when_a_run_has_several():
     assert "| this repository: SFT | 0.97M, `official-base-4layers` | T = 1, 2 per game, seed 1 | 10.0 +- 2.0 | 5.0 +- 1.0 |" in two
     assert any("| this repository: SFT + PPO |" in l and "| T = 0.01, once, seed 1 |" in l for l in two)
     assert not any("PPO" in l and "T = 1, 2 per game" in l for l in two)
+    means = [l for l in two if "mean of" in l]             # SFT at T = 1 has both seeds; PPO and greedy SFT do not
+    assert len(means) == 1 and "| **this repository: SFT** |" in means[0] and "T = 1, 2 per game, mean of 2 seeds" in means[0]
+    both = {**rows, "SFT seed 1 (T = 1)": {**m, "eval/valid_unseen/success_rate": 0.15}}
+    lines = table.readme_table(both, {**settings, "seeds": [0, 1]}).splitlines()
+    mean = "| **this repository: SFT** | 0.97M, `official-base-4layers` | T = 1, 2 per game, mean of 2 seeds |"
+    assert f"{mean} **10.0 +- 1.4** | **10.0 +- 0.7** |" in lines               # SE: sqrt(0.02^2 + 0.02^2) / 2
+    assert lines.index(f"{mean} **10.0 +- 1.4** | **10.0 +- 0.7** |") == 3          # right under the base's row
     one = table.readme_table({"SFT seed 0 (T = 1)": m}, {**settings, "seeds": [0]})
     assert "| T = 1, 2 per game | 10.0 +- 2.0 |" in one and "seed 0" not in one   # one seed: as before
 

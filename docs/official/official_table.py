@@ -10,6 +10,8 @@ seeds when there are several, else from the two evaluations), the stage times, a
     official result: base=<pct> sft=<pct> ppo=<pct> gain=<points> (+-<se>) (valid_unseen success, <k> episodes per game, <n> seeds)
 
 Missing evaluations (a run still going) are shown as `-`. Writes `table.md`, `results.json`, `success.png` and (once PPO has updates) `rollout.png` to --out.
+--readme writes the README's table: with several seeds, their mean per stage and decoding first (once every seed
+has finished it; its error the seeds' errors combined), then each seed's rows.
 """
 import argparse, json, math, statistics, sys
 from pathlib import Path
@@ -142,17 +144,42 @@ FIELD = [   # published, text-only ALFWorld (success %, valid_seen, valid_unseen
 README_START, README_END = "<!-- official-table:start -->", "<!-- official-table:end -->"
 
 
+def seed_mean(ms: list) -> dict:
+    "Mean success over seeds per split, its SE from the evaluations: sqrt(sum of the seeds' squared SEs) / seeds."
+    out = {}
+    for s in SPLITS:
+        key = f"eval/{s}/success_rate"
+        out[key] = statistics.fmean(m[key] for m in ms)
+        out[f"{key}_se"] = math.sqrt(sum(m.get(f"{key}_se", 0.0) ** 2 for m in ms)) / len(ms)
+    return out
+
+
+def mean_rows(rows: dict, seeds) -> dict:
+    "Label -> mean over seeds, for each stage and decoding that every seed has finished (several seeds only)."
+    out = {}
+    if len(seeds) < 2: return out
+    for stage in ("SFT", "PPO"):
+        for how in ("T = 1", "T = 0.01"):
+            ms = [rows.get(f"{stage} seed {seed} ({how})") for seed in seeds]
+            if all(m is not None for m in ms): out[f"{stage} mean of {len(seeds)} seeds ({how})"] = seed_mean(ms)
+    return out
+
+
 def readme_table(rows: dict, settings: dict) -> str:
     "The README's table: this run's finished evaluations (success +- SE per split) above the field's published numbers."
     k = settings.get("episodes_per_game", 1)
     lines = ["| system | model | decoding | valid_seen % | valid_unseen % |", "|---|---|---|---|---|"]
+    base = {l: m for l, m in rows.items() if l.startswith("base")}
+    rows = {**base, **mean_rows(rows, settings.get("seeds", [0])), **{l: m for l, m in rows.items() if l not in base}}
     for label, m in rows.items():
         if m is None: continue
         stage, _, rest = label.partition(" ")
         how = "T = 0.01, once" if "0.01" in label else ("T = 1, once" if stage == "base" else f"T = 1, {k} per game")
-        if stage != "base" and len(settings.get("seeds", [0])) > 1: how += f", {rest.split(' (')[0]}"   # which seed's row
+        if stage != "base" and len(settings.get("seeds", [0])) > 1: how += f", {rest.split(' (')[0]}"   # which seed(s)
         name = {"base": "this repository: base", "SFT": "this repository: SFT", "PPO": "this repository: SFT + PPO"}[stage]
-        lines.append(f"| {name} | 0.97M, `{settings['base_model']}` | {how} | {pm(m, 'valid_seen')} | {pm(m, 'valid_unseen')} |")
+        cells = [pm(m, s) for s in SPLITS]
+        if "mean of" in label: name, cells = f"**{name}**", [f"**{c}**" for c in cells]   # the headline rows
+        lines.append(f"| {name} | 0.97M, `{settings['base_model']}` | {how} | {cells[0]} | {cells[1]} |")
     lines += [f"| {a} | {b} | {c} | {d} | {e} |" for a, b, c, d, e in FIELD]
     return "\n".join(lines)
 
