@@ -39,8 +39,8 @@ admitted `go to`, before its first admitted `take`), split by whether one of the
 there, the share of steps that tried to take the task's object, the share admitted, and the share refused for naming
 a number not listed where it stands; once for the step right after arriving (an admitted `go to` or `open`), once for
 every such step (refusal streaks included). A policy that reads the room takes far more often where the object is than
-where it is not. A run's `demonstrations.jsonl` (what SFT imitated)
-reads as an evaluation file, all of its episodes won.
+where it is not. A run's `demonstrations.jsonl` (what SFT imitated) reads as an evaluation file, all of its episodes
+won.
 
 `--streaks` adds how refusals follow one another: the share of refused commands that come right after another refused
 command, and how many episodes (won and lost apart) hold a streak of at least 3 / 10 refused commands in a row, or end

@@ -169,8 +169,8 @@ def readme_table(rows: dict, settings: dict) -> str:
     "The README's table: this run's finished evaluations (success +- SE per split) above the field's published numbers."
     k = settings.get("episodes_per_game", 1)
     lines = ["| system | model | decoding | valid_seen % | valid_unseen % |", "|---|---|---|---|---|"]
-    base = {l: m for l, m in rows.items() if l.startswith("base")}
-    rows = {**base, **mean_rows(rows, settings.get("seeds", [0])), **{l: m for l, m in rows.items() if l not in base}}
+    base, means = {l: m for l, m in rows.items() if l.startswith("base")}, mean_rows(rows, settings.get("seeds", [0]))
+    rows = {**base, **means, **{l: m for l, m in rows.items() if l not in base}}
     for label, m in rows.items():
         if m is None: continue
         stage, _, rest = label.partition(" ")
@@ -178,7 +178,7 @@ def readme_table(rows: dict, settings: dict) -> str:
         if stage != "base" and len(settings.get("seeds", [0])) > 1: how += f", {rest.split(' (')[0]}"   # which seed(s)
         name = {"base": "this repository: base", "SFT": "this repository: SFT", "PPO": "this repository: SFT + PPO"}[stage]
         cells = [pm(m, s) for s in SPLITS]
-        if "mean of" in label: name, cells = f"**{name}**", [f"**{c}**" for c in cells]   # the headline rows
+        if label in means: name, cells = f"**{name}**", [f"**{c}**" for c in cells]   # the headline rows
         lines.append(f"| {name} | 0.97M, `{settings['base_model']}` | {how} | {cells[0]} | {cells[1]} |")
     lines += [f"| {a} | {b} | {c} | {d} | {e} |" for a, b, c, d, e in FIELD]
     return "\n".join(lines)
